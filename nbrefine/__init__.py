@@ -1,0 +1,77 @@
+"""nbrefine: execution-feedback repair for Jupyter cells.
+
+``%load_ext nbrefine`` registers ``%%refine`` (run a cell; if it fails, propose a fix that
+passed a trial run in a fork of the kernel state) and ``%refine accept|reject|status``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._config import Refine
+from ._errors import (
+    NbrefineError,
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderOverloadedError,
+    ProviderRateLimitError,
+    ProviderReplyError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+    SandboxError,
+)
+from .providers import register_provider
+from .session import RefineSession, last_session
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NbrefineError",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderError",
+    "ProviderOverloadedError",
+    "ProviderRateLimitError",
+    "ProviderReplyError",
+    "ProviderTimeoutError",
+    "ProviderUnavailableError",
+    "Refine",
+    "RefineSession",
+    "SandboxError",
+    "__version__",
+    "last_session",
+    "load_ipython_extension",
+    "register_provider",
+    "unload_ipython_extension",
+]
+
+_LOADED: dict[int, tuple[Any, Refine]] = {}
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext nbrefine``: register the magics and the ``Refine`` configurable."""
+    from .magics import RefineMagics  # IPython adapters load only when the extension does
+
+    if id(ipython) in _LOADED:
+        return
+    settings = Refine(parent=ipython)
+    magics = RefineMagics(ipython, settings)
+    ipython.register_magics(magics)
+    ipython.configurables.append(settings)
+    _LOADED[id(ipython)] = (magics, settings)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext nbrefine``: remove every magic and hook this extension added."""
+    entry = _LOADED.pop(id(ipython), None)
+    if entry is None:
+        return
+    magics, settings = entry
+    manager = ipython.magics_manager
+    for kind in ("line", "cell"):
+        if getattr(manager.magics[kind].get("refine"), "__self__", None) is magics:
+            del manager.magics[kind]["refine"]
+    manager.registry.pop(type(magics).__name__, None)
+    if settings in ipython.configurables:
+        ipython.configurables.remove(settings)

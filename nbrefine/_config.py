@@ -1,0 +1,69 @@
+"""``Refine``: nbrefine's settings as a traitlets Configurable.
+
+``%config Refine.max_attempts = 5`` and ``c.Refine.provider = "anthropic"`` in an IPython
+profile both work. ``NBREFINE_PROVIDER`` / ``NBREFINE_MODEL`` set the defaults; explicit
+configuration beats the environment, and per-cell options beat both.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, default, validate
+from traitlets.config import Configurable
+
+__all__ = ["Refine"]
+
+
+class Refine(Configurable):  # type: ignore[misc]
+    """Settings of the %%refine loop."""
+
+    provider = Unicode(
+        help="Model provider that proposes fixes: 'anthropic' (default), or any registered name. "
+        "Default: $NBREFINE_PROVIDER, else 'anthropic'."
+    ).tag(config=True)
+    model = Unicode(
+        help="Model name for the provider; empty means the provider's default. Default: $NBREFINE_MODEL."
+    ).tag(config=True)
+    max_attempts = Int(3, help="Most candidates to try per failing cell.").tag(config=True)
+    timeout = Float(10.0, help="Wall-clock seconds one trial run of a candidate may take.").tag(config=True)
+    request_timeout = Float(120.0, help="Seconds to wait for the model's reply.").tag(config=True)
+    max_retries = Int(2, help="Retries of a failed model request (rate limits, overload, resets).").tag(
+        config=True
+    )
+    max_tokens = Int(4096, help="Most tokens the model may write per reply.").tag(config=True)
+    prompt_budget = Int(16000, help="Most characters of one repair prompt (the user message).").tag(config=True)
+    snapshot = Bool(
+        True,
+        help="Fork a snapshot of the kernel state when %%refine starts, so trials see the state "
+        "the cell saw. Off: trials fork from the state after the failed run.",
+    ).tag(config=True)
+    display = Enum(
+        ["auto", "widget", "text"],
+        default_value="auto",
+        help="How to show the result: an ipywidgets panel in a notebook, or text ('auto' picks).",
+    ).tag(config=True)
+
+    @default("provider")
+    def _default_provider(self) -> str:
+        return os.environ.get("NBREFINE_PROVIDER", "").strip() or "anthropic"
+
+    @default("model")
+    def _default_model(self) -> str:
+        return os.environ.get("NBREFINE_MODEL", "").strip()
+
+    @validate("max_attempts", "max_retries", "max_tokens", "prompt_budget")
+    def _positive_int(self, proposal: Any) -> int:
+        value = int(proposal["value"])
+        floor = 0 if proposal["trait"].name == "max_retries" else 1
+        if value < floor:
+            raise TraitError(f"Refine.{proposal['trait'].name} must be at least {floor}, not {value}")
+        return value
+
+    @validate("timeout", "request_timeout")
+    def _positive_float(self, proposal: Any) -> float:
+        value = float(proposal["value"])
+        if not value > 0:
+            raise TraitError(f"Refine.{proposal['trait'].name} must be a positive number of seconds")
+        return value

@@ -1,0 +1,62 @@
+"""nbrefine's own exceptions.
+
+Each one also inherits a built-in, so callers that already catch ``RuntimeError``
+or ``ValueError`` keep working (the same idea as nbclient's
+``CellTimeoutError(TimeoutError, ...)``). None of them subclasses ``BaseException``
+directly. Messages are one line: they are shown to the user as they are.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NbrefineError",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderError",
+    "ProviderOverloadedError",
+    "ProviderRateLimitError",
+    "ProviderReplyError",
+    "ProviderTimeoutError",
+    "ProviderUnavailableError",
+    "SandboxError",
+]
+
+
+class NbrefineError(Exception):
+    """Base class of every error nbrefine raises on purpose."""
+
+
+class ProviderError(NbrefineError, RuntimeError):
+    """The model provider could not give a reply. ``str(err)`` is a one-line reason."""
+
+
+class ProviderConfigError(ProviderError, ValueError):
+    """The provider is not usable as configured (no API key, unknown provider, bad model)."""
+
+
+class ProviderAuthError(ProviderError, PermissionError):
+    """The provider rejected the credentials (HTTP 401/403)."""
+
+
+class ProviderRateLimitError(ProviderError):
+    """Rate limited (HTTP 429) and still limited after the client's retries."""
+
+
+class ProviderOverloadedError(ProviderError):
+    """The service is overloaded (HTTP 529) or failing (5xx) after the client's retries."""
+
+
+class ProviderUnavailableError(ProviderError, ConnectionError):
+    """The service could not be reached, or the connection broke."""
+
+
+class ProviderTimeoutError(ProviderError, TimeoutError):
+    """The provider did not answer within the request timeout."""
+
+
+class ProviderReplyError(ProviderError, ValueError):
+    """The provider answered, but the reply is unusable (stream cut short, malformed)."""
+
+
+class SandboxError(NbrefineError, RuntimeError):
+    """The trial sandbox could not be started or talked to."""

@@ -1,0 +1,259 @@
+"""The refine loop: ask, trial, feed back; stop on a pass, the attempt cap, a cycle or regressions."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import time
+import tokenize
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._errors import ProviderError
+from .context import Redactor
+from .prompt import RepairTask, build_request, parse_reply
+from .providers.base import Provider, ProviderReply, ProviderRequest
+from .sandbox import TrialOutcome, TrialSpec
+
+__all__ = ["Attempt", "LoopConfig", "LoopResult", "TrialRunner", "normalize_code", "refine"]
+
+#: ``on_event(kind, payload)``: "request", "text", "reply", "trial_start", "trial_done".
+EventCallback = Callable[[str, dict[str, Any]], None]
+
+
+class TrialRunner(Protocol):
+    def run(self, spec: TrialSpec) -> TrialOutcome: ...
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    max_attempts: int = 3
+    timeout_s: float = 10.0
+    max_tokens: int = 4096
+    prompt_budget: int = 16000
+    regressions_to_stop: int = 2
+
+
+@dataclass
+class Attempt:
+    """One round: the request sent, the reply, the candidate and what its trial did."""
+
+    number: int
+    request: ProviderRequest
+    reply: ProviderReply | None = None
+    code: str | None = None
+    explanation: str = ""
+    outcome: TrialOutcome | None = None
+    note: str = ""
+    regression: bool = False
+    cycle: bool = False
+    provider_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not None and self.outcome.ok
+
+    @property
+    def error_type(self) -> str | None:
+        if self.outcome is not None:
+            return self.outcome.error_type
+        return "NoCode" if self.code is None else "Cycle"
+
+    @property
+    def error_message(self) -> str:
+        return self.outcome.error_message if self.outcome is not None else self.note
+
+    @property
+    def stdout(self) -> str:
+        return self.outcome.stdout if self.outcome is not None else ""
+
+    @property
+    def duration_s(self) -> float:
+        return self.provider_s + (self.outcome.duration_s if self.outcome is not None else 0.0)
+
+    def summary(self) -> str:
+        text = self.outcome.one_line() if self.outcome is not None else self.note
+        return text + (f" [{self.note}]" if self.note and self.outcome is not None else "")
+
+    def feedback(self) -> str:
+        return self.outcome.render() if self.outcome is not None else self.note
+
+
+@dataclass
+class LoopResult:
+    status: str  # "fixed" | "unfixed" | "error" | "interrupted"
+    stop_reason: str  # "passed" | "max_attempts" | "cycle" | "regression" | "provider_error" | ...
+    message: str
+    attempts: list[Attempt] = field(default_factory=list)
+    fixed_code: str | None = None
+    explanation: str = ""
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(a.reply.input_tokens for a in self.attempts if a.reply)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(a.reply.output_tokens for a in self.attempts if a.reply)
+
+
+def normalize_code(code: str) -> str:
+    """Equal for candidates that differ only in whitespace and comments."""
+    try:
+        return ast.dump(ast.parse(code))
+    except (SyntaxError, ValueError):
+        pass
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+        kept = [t.string for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.INDENT)]
+        return " ".join(kept)
+    except (tokenize.TokenError, SyntaxError):
+        return re.sub(r"\s+", " ", re.sub(r"#[^\n]*", "", code)).strip()
+
+
+def _baseline_progress(task: RepairTask) -> tuple[int, int, int]:
+    in_code = [f for f in task.failures if f.where == task.label]
+    if in_code:
+        return (0, in_code[0].statements_done, 0)
+    return (1, 10**6, -len(task.failures))
+
+
+class _Loop:
+    def __init__(
+        self,
+        task: RepairTask,
+        provider: Provider,
+        runner: TrialRunner,
+        redactor: Redactor,
+        config: LoopConfig,
+        on_event: EventCallback | None,
+        user_note: str,
+    ) -> None:
+        self.task, self.provider, self.runner, self.redactor = task, provider, runner, redactor
+        self.config, self.user_note = config, user_note
+        self.emit: EventCallback = on_event or (lambda kind, payload: None)
+        self.attempts: list[Attempt] = []
+        self.seen_code = {normalize_code(task.code): 0}
+        self.seen_errors: dict[str, int] = {}
+        self.best_progress = _baseline_progress(task)
+        self.regressions_in_row = 0
+
+    def run(self) -> LoopResult:
+        try:
+            for number in range(1, self.config.max_attempts + 1):
+                stop = self._one_attempt(number)
+                if stop is not None:
+                    return stop
+        except KeyboardInterrupt:
+            return self._result("interrupted", "interrupted", "Interrupted: the refine loop was stopped.")
+        return self._result(
+            "unfixed", "max_attempts", f"No candidate passed in {self.config.max_attempts} attempt(s)."
+        )
+
+    def _one_attempt(self, number: int) -> LoopResult | None:
+        request = build_request(
+            self.task,
+            self.attempts,
+            self.redactor,
+            budget=self.config.prompt_budget,
+            max_tokens=self.config.max_tokens,
+            user_note=self.user_note,
+        )
+        attempt = Attempt(number, request)
+        self.attempts.append(attempt)
+        self.emit("request", {"attempt": number, "chars": len(request.user)})
+        started = time.monotonic()
+        try:
+            attempt.reply = self.provider.complete(request, lambda piece: self.emit("text", {"text": piece}))
+        except ProviderError as err:
+            attempt.note = f"provider error: {err}"
+            return self._result("error", "provider_error", str(err))
+        finally:
+            attempt.provider_s = time.monotonic() - started
+        self.emit("reply", {"attempt": number, "chars": len(attempt.reply.text)})
+        parsed = parse_reply(attempt.reply.text)
+        attempt.code, attempt.explanation = parsed.code, parsed.explanation
+        if parsed.code is None:
+            attempt.note = f"no code: {parsed.reason}"
+            return None
+        earlier = self.seen_code.get(normalize_code(parsed.code))
+        if earlier is not None:
+            attempt.cycle = True
+            repeated = "the original cell" if earlier == 0 else f"attempt {earlier}"
+            attempt.note = f"same code as {repeated}"
+            return self._result("unfixed", "cycle", f"Stopped: attempt {number} repeated {repeated}.")
+        self.seen_code[normalize_code(parsed.code)] = number
+        return self._judge(attempt, parsed.code)
+
+    def _judge(self, attempt: Attempt, code: str) -> LoopResult | None:
+        spec = TrialSpec(code=code, checks=self.task.checks, timeout_s=self.config.timeout_s)
+        self.emit("trial_start", {"attempt": attempt.number})
+        outcome = self.runner.run(spec)
+        attempt.outcome = outcome
+        self.emit(
+            "trial_done",
+            {
+                "attempt": attempt.number,
+                "status": outcome.status,
+                "summary": outcome.one_line(),
+                "start_latency_s": outcome.start_latency_s,
+            },
+        )
+        if outcome.ok:
+            return self._result("fixed", "passed", f"Fixed at attempt {attempt.number}.", attempt)
+        if outcome.status == "sandbox_error":
+            return self._result("error", "sandbox_error", f"The trial sandbox failed: {outcome.detail}")
+        signature = outcome.first_failure.signature() if outcome.first_failure else outcome.status
+        earlier = self.seen_errors.get(signature)
+        if earlier is not None:
+            attempt.cycle = True
+            attempt.note = f"same error as attempt {earlier}"
+            return self._result(
+                "unfixed", "cycle", f"Stopped: attempt {attempt.number} failed with the same error as {earlier}."
+            )
+        self.seen_errors[signature] = attempt.number
+        return self._check_regression(attempt, outcome)
+
+    def _check_regression(self, attempt: Attempt, outcome: TrialOutcome) -> LoopResult | None:
+        progress = outcome.progress()
+        if progress < self.best_progress:
+            attempt.regression = True
+            attempt.note = "regression: it fails earlier or fails more checks than its predecessor"
+            self.regressions_in_row += 1
+            if self.regressions_in_row >= self.config.regressions_to_stop:
+                return self._result(
+                    "unfixed", "regression", f"Stopped: {self.regressions_in_row} attempts in a row made it worse."
+                )
+            return None
+        self.best_progress = progress
+        self.regressions_in_row = 0
+        return None
+
+    def _result(self, status: str, reason: str, message: str, fixed: Attempt | None = None) -> LoopResult:
+        explanation = fixed.explanation if fixed else next(
+            (a.explanation for a in reversed(self.attempts) if a.explanation), ""
+        )
+        return LoopResult(
+            status=status,
+            stop_reason=reason,
+            message=message,
+            attempts=self.attempts,
+            fixed_code=fixed.code if fixed else None,
+            explanation=explanation,
+        )
+
+
+def refine(
+    task: RepairTask,
+    provider: Provider,
+    runner: TrialRunner,
+    redactor: Redactor,
+    config: LoopConfig | None = None,
+    *,
+    on_event: EventCallback | None = None,
+    user_note: str = "",
+) -> LoopResult:
+    """Run the loop for ``task``. Never raises for provider or candidate failures."""
+    return _Loop(task, provider, runner, redactor, config or LoopConfig(), on_event, user_note).run()

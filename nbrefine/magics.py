@@ -1,0 +1,365 @@
+"""IPython adapter: ``%%refine`` and ``%refine``. Glue only; the work is in the core modules."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from ._config import Refine
+from ._errors import NbrefineError, ProviderError, SandboxError
+from .capture import Failure, capture_failure
+from .context import Redactor, summarize_names
+from .loop import LoopConfig, refine
+from .prompt import RepairTask
+from .providers import ProviderSettings, make_provider
+from .sandbox import LiveForkRunner, SandboxOptions, Snapshot, TrialOutcome, TrialSpec, call_in_fork, run_checks
+from .session import RefineSession, SessionStateError, last_session
+
+__all__ = ["RefineMagics", "RefineStop"]
+
+_INTERNAL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+_MISSING = object()
+
+
+class RefineStop(NbrefineError, RuntimeError):
+    """Raised at the end of a ``%%refine`` cell that failed, so that "Run All" stops there.
+
+    ``_render_traceback_`` makes IPython print our one line instead of a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        raise UsageError(f"%%refine: {message}")
+
+
+def _cell_parser() -> _Parser:
+    parser = _Parser(prog="%%refine", add_help=False)
+    parser.add_argument("--max-attempts", type=int, dest="max_attempts")
+    parser.add_argument("--provider")
+    parser.add_argument("--model")
+    parser.add_argument("--timeout", type=float)
+    parser.add_argument("-t", "--test", action="append", default=[], dest="checks")
+    parser.add_argument("--no-snapshot", action="store_true", dest="no_snapshot")
+    return parser
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The settings of one %%refine run after config, environment and options are merged."""
+
+    provider: str
+    model: str
+    max_attempts: int
+    timeout: float
+    checks: tuple[str, ...]
+    snapshot: bool
+
+
+def _names_used(code: str) -> list[str]:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    nodes = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Name)), key=lambda n: (n.lineno, n.col_offset)
+    )
+    return list(dict.fromkeys(n.id for n in nodes))
+
+
+def _is_user_name(name: str) -> bool:
+    return not name.startswith("_") and name not in _INTERNAL_NAMES
+
+
+class _TransformingRunner:
+    """Turns IPython syntax (magics, ``!cmd``) into Python before a trial, as IPython would."""
+
+    def __init__(self, inner: Any, transform: Callable[[str], str]) -> None:
+        self.inner = inner
+        self.transform = transform
+
+    def run(self, spec: TrialSpec) -> TrialOutcome:
+        outcome: TrialOutcome = self.inner.run(replace(spec, code=self.transform(spec.code)))
+        return outcome
+
+
+@magics_class
+class RefineMagics(Magics):  # type: ignore[misc]
+    """``%%refine`` runs a cell and, if it fails, repairs it; ``%refine accept|reject|status``."""
+
+    def __init__(self, shell: Any, settings: Refine) -> None:
+        super().__init__(shell)
+        self.settings = settings
+        self.running = False  # a %%refine cell is executing (guards re-entry and automatic hooks)
+
+    @line_cell_magic  # type: ignore[misc]
+    def refine(self, line: str, cell: str | None = None) -> None:
+        """Run the cell; if it raises, propose a fix verified in a sandbox.
+
+        Options: --max-attempts N, --provider NAME, --model NAME, --timeout SECONDS,
+        -t/--test "assert ..." (repeatable), --no-snapshot.
+        Line form: %refine accept | reject | status."""
+        if cell is None:
+            self._line_command(line.strip())
+            return
+        if self.running:
+            raise UsageError("%%refine cannot run inside another %%refine cell")
+        self._run_cell(self._resolve(line), cell)
+
+    # ------------------------------------------------------------------ options
+
+    def _resolve(self, line: str) -> _Run:
+        try:
+            words = shlex.split(line)
+        except ValueError as err:
+            raise UsageError(f"%%refine: cannot parse the options: {err}") from None
+        opts = _cell_parser().parse_args(words)
+        conf = self.settings
+        run = _Run(
+            provider=opts.provider or conf.provider,
+            model=opts.model if opts.model is not None else conf.model,
+            max_attempts=opts.max_attempts if opts.max_attempts is not None else conf.max_attempts,
+            timeout=opts.timeout if opts.timeout is not None else conf.timeout,
+            checks=tuple(opts.checks),
+            snapshot=conf.snapshot and not opts.no_snapshot,
+        )
+        if run.max_attempts < 1:
+            raise UsageError("%%refine: --max-attempts must be at least 1")
+        if not run.timeout > 0:
+            raise UsageError("%%refine: --timeout must be a positive number of seconds")
+        for check in run.checks:
+            try:
+                compile(check, "<check>", "exec")
+            except SyntaxError as err:
+                raise UsageError(f"%%refine: the check {check!r} is not valid Python: {err.msg}") from None
+        return run
+
+    # ------------------------------------------------------------------ the cell
+
+    def _run_cell(self, run: _Run, cell: str) -> None:
+        shell = self.shell
+        session = RefineSession(cell, provider=run.provider, model=run.model)
+        session.timings["max_attempts"] = run.max_attempts
+        namespace: dict[str, Any] = shell.user_ns
+        before = dict(namespace)  # bindings only: cheap, and lets Accept undo the failed run's rebinds
+        redactor = Redactor()
+        snapshot, notes = self._take_snapshot(namespace, redactor, run, session)
+        try:
+            self.running = True
+            result = shell.run_cell(cell, store_history=False)
+        finally:
+            self.running = False
+        failed_at = time.perf_counter()
+        try:
+            failures = self._failures(result, cell, namespace, redactor, run.checks)
+            if not failures:
+                session.finish_without_loop("no_error", "")
+                return
+            after = dict(namespace)
+            session.failures = tuple(failures)
+            session._applier = lambda code: self._apply(code, before, after)
+            self._repair(session, run, cell, failures, before, after, redactor, snapshot, notes, failed_at)
+        finally:
+            if snapshot is not None:
+                snapshot.close()
+        self._show(session)
+        if session.status != "no_error":
+            raise RefineStop(session.headline())
+
+    def _take_snapshot(
+        self, namespace: dict[str, Any], redactor: Redactor, run: _Run, session: RefineSession
+    ) -> tuple[Snapshot | None, list[str]]:
+        if not run.snapshot:
+            return None, ["Snapshots are off: trials start from the state the failed run left behind."]
+        try:
+            snapshot = Snapshot.take(namespace, redactor, self._sandbox_options())
+        except (SandboxError, OSError) as err:
+            return None, [f"No snapshot ({err}): trials start from the state the failed run left behind."]
+        session.timings["snapshot_s"] = snapshot.taken_s
+        return snapshot, []
+
+    def _sandbox_options(self) -> SandboxOptions:
+        shell = self.shell
+
+        def cut_off_from_the_kernel() -> None:
+            # In a forked child the kernel's sockets belong to the parent: make every message
+            # send a no-op, and turn rich display into plain text on the trial's stdout.
+            kernel = getattr(shell, "kernel", None)
+            session = getattr(kernel, "session", None)
+            if session is not None:
+                session.send = lambda *args, **kwargs: None
+            publisher = getattr(shell, "display_pub", None)
+            if publisher is not None:
+                publisher.publish = lambda data, *args, **kwargs: print(data.get("text/plain", ""))
+
+        return SandboxOptions(child_setup=cut_off_from_the_kernel)
+
+    def _failures(
+        self, result: Any, cell: str, namespace: dict[str, Any], redactor: Redactor, checks: tuple[str, ...]
+    ) -> list[Failure]:
+        error = result.error_before_exec or result.error_in_exec
+        if error is not None and not isinstance(error, Exception):
+            return []  # KeyboardInterrupt and friends: the user stopped the cell
+        if error is not None:
+            code = self.shell.transform_cell(cell)
+            failure = capture_failure(
+                error, code=code, user_globals=namespace, redactor=redactor, run_unsafe=_fork_eval
+            )
+            return [failure]
+        return run_checks(checks, namespace, redactor, run_unsafe=_fork_eval)
+
+    def _repair(
+        self,
+        session: RefineSession,
+        run: _Run,
+        cell: str,
+        failures: list[Failure],
+        before: dict[str, Any],
+        after: dict[str, Any],
+        redactor: Redactor,
+        snapshot: Snapshot | None,
+        notes: list[str],
+        failed_at: float,
+    ) -> None:
+        names = [n for n in _names_used(self.shell.transform_cell(cell)) if _is_user_name(n)]
+        rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
+        if rebound and snapshot is not None:
+            notes.append(
+                "Before failing, the run had already (re)bound: " + ", ".join(rebound[:20]) + ". Values shown "
+                "are from before the cell ran; objects mutated in place may differ."
+            )
+        summaries, left_out = summarize_names(names, before, redactor)
+        task = RepairTask(
+            code=cell,
+            failures=tuple(failures),
+            checks=run.checks,
+            values=tuple(summaries),
+            values_left_out=left_out,
+            notes=tuple(notes),
+        )
+        session.notes = tuple(notes)
+        print(f"nbrefine: {failures[0].one_line()}")
+        try:
+            provider = make_provider(run.provider, self._provider_settings(run))
+        except ProviderError as err:
+            session.finish_without_loop("error", str(err))
+            return
+        session.model = provider.model
+        runner = snapshot if snapshot is not None else LiveForkRunner(after, redactor, self._sandbox_options())
+        progress = _Progress(session, run, provider.name, provider.model, failed_at)
+        result = refine(
+            task,
+            provider,
+            _TransformingRunner(runner, self.shell.transform_cell),
+            redactor,
+            LoopConfig(
+                max_attempts=run.max_attempts,
+                timeout_s=run.timeout,
+                max_tokens=self.settings.max_tokens,
+                prompt_budget=self.settings.prompt_budget,
+            ),
+            on_event=progress,
+        )
+        session.finish(result)
+
+    def _provider_settings(self, run: _Run) -> ProviderSettings:
+        return ProviderSettings(
+            model=run.model,
+            request_timeout=self.settings.request_timeout,
+            max_retries=self.settings.max_retries,
+        )
+
+    def _apply(self, code: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
+        """Accept: undo the failed run's rebinds that nobody changed since, then run the fix."""
+        namespace = self.shell.user_ns
+        for name, value in after.items():
+            if not _is_user_name(name) or before.get(name, _MISSING) is value:
+                continue
+            if namespace.get(name, _MISSING) is value:  # untouched since the failure
+                if name in before:
+                    namespace[name] = before[name]
+                else:
+                    namespace.pop(name, None)
+        result = self.shell.run_cell(code, store_history=False)
+        return bool(result.success)
+
+    # ------------------------------------------------------------------ showing
+
+    def _show(self, session: RefineSession) -> None:
+        mode = self.settings.display
+        in_notebook = getattr(self.shell, "kernel", None) is not None
+        if mode == "widget" or (mode == "auto" and in_notebook):
+            try:
+                from .widget import ReviewPanel
+            except ImportError:
+                pass
+            else:
+                ReviewPanel(session).display()
+                return
+        print(session.render_text(color=not in_notebook and sys.stdout.isatty()))
+
+    def _line_command(self, command: str) -> None:
+        session = last_session()
+        if command in ("", "help"):
+            print("usage: %refine accept | reject | status   (and %%refine [options] on a cell)")
+            return
+        if command not in ("accept", "reject", "status"):
+            raise UsageError(f"%refine: unknown command {command!r}; use accept, reject or status")
+        if session is None:
+            raise UsageError("%refine: no %%refine session in this kernel yet")
+        if command == "status":
+            print(session.render_text())
+            return
+        try:
+            if command == "accept":
+                ok = session.accept()
+                print("nbrefine: accepted; the fix ran in the kernel" + ("" if ok else " and raised (see above)"))
+            else:
+                session.reject()
+                print("nbrefine: rejected; the kernel state is as the failed run left it")
+        except SessionStateError as err:
+            raise UsageError(f"%refine {command}: {err}") from None
+
+
+def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
+    """Evaluate assert operands that call code in a throwaway fork of the kernel."""
+    return call_in_fork(fn, timeout_s=2.0)
+
+
+class _Progress:
+    """Prints one line per attempt while the loop runs, and records timings on the session."""
+
+    def __init__(self, session: RefineSession, run: _Run, provider: str, model: str, failed_at: float) -> None:
+        self.session, self.run, self.provider, self.model = session, run, provider, model
+        self.failed_at = failed_at
+        self.started = failed_at
+
+    def __call__(self, kind: str, payload: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        timings = self.session.timings
+        if kind == "request":
+            timings.setdefault("prompt_ready_s", now - self.failed_at)
+            self.started = now
+            print(
+                f"nbrefine: attempt {payload['attempt']}/{self.run.max_attempts}: asking "
+                f"{self.provider} ({self.model}) …",
+                flush=True,
+            )
+        elif kind == "trial_start":
+            timings.setdefault("reply_s", []).append(now - self.started)
+            self.started = now
+        elif kind == "trial_done":
+            timings.setdefault("trial_s", []).append(now - self.started)
+            timings.setdefault("trial_start_s", []).append(payload["start_latency_s"])
+            print(f"nbrefine:   trial of attempt {payload['attempt']}: {payload['summary']}", flush=True)

@@ -1,0 +1,187 @@
+"""The repair prompt (labelled sections inside a total budget) and the reply parser."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .capture import Failure
+from .context import Redactor, ValueSummary, render_summaries
+from .providers.base import ProviderRequest
+
+if TYPE_CHECKING:
+    from .loop import Attempt
+
+__all__ = ["SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "clip", "parse_reply"]
+
+SYSTEM_PROMPT = """\
+You repair one failing cell of a Jupyter notebook. You are shown the cell, the failure as it \
+happened in the user's live kernel (exception, traceback mapped to cell lines, the values on the \
+failing line, the operands of a failed assert), summaries of the variables the cell uses, and the \
+outcome of earlier repair attempts, each of which was really executed.
+
+Rules:
+- Keep the user's intent, names and style; change as little as needed.
+- Never delete, weaken or skip an assert or a check, and never hide the error with try/except.
+- Do not invent data or hard-code expected results; compute them.
+- The corrected cell runs on the same kernel state the original saw.
+
+Reply with at most three sentences explaining the cause and the fix, then exactly one fenced \
+```python block holding the whole corrected cell."""
+
+_SECTION_LIMITS = {
+    "failure": 4000,
+    "checks": 1500,
+    "candidate": 4000,
+    "feedback": 3500,
+    "history": 1500,
+    "notes": 1000,
+}
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with how much was dropped."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... truncated {len(text) - limit} characters]"
+    return text[: max(limit - len(marker), 0)] + marker
+
+
+@dataclass(frozen=True)
+class RepairTask:
+    """Everything about the original failure that every attempt's prompt repeats."""
+
+    code: str
+    failures: tuple[Failure, ...]  # the cell's failure and/or failed checks, all at once
+    checks: tuple[str, ...] = ()
+    values: tuple[ValueSummary, ...] = ()
+    values_left_out: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    label: str = "cell"
+
+
+def _section(title: str, body: str) -> str:
+    return f"## {title}\n{body.rstrip()}\n"
+
+
+def _fenced(code: str) -> str:
+    return f"```python\n{code.rstrip()}\n```"
+
+
+def build_request(
+    task: RepairTask,
+    history: Sequence[Attempt],
+    redactor: Redactor,
+    *,
+    budget: int = 16000,
+    max_tokens: int = 4096,
+    user_note: str = "",
+) -> ProviderRequest:
+    """The request for the next attempt. The whole text passes through ``redactor``."""
+    fixed = [
+        _section("The cell", _fenced(task.code)),
+        _section(
+            "How it failed in the kernel",
+            clip("\n\n".join(f.render() for f in task.failures), _SECTION_LIMITS["failure"]),
+        ),
+    ]
+    if task.checks:
+        checks = "\n".join(task.checks)
+        fixed.append(_section("Extra checks that must also pass after the cell", clip(checks, 1500)))
+    if task.notes:
+        fixed.append(_section("Notes", clip("\n".join(task.notes), _SECTION_LIMITS["notes"])))
+    if user_note:
+        fixed.append(_section("Note from the user", clip(user_note, 1000)))
+    fixed.extend(_attempt_sections(history))
+    fixed.append(_section("Your task", _closing_instruction(history)))
+    used = sum(len(part) for part in fixed)
+    room = max(budget - used - 200, 0)
+    if task.values and room > 200:
+        values = clip(render_summaries(task.values, task.values_left_out), room)
+        fixed.insert(2, _section("Variables the cell uses (kernel state before the cell ran)", values))
+    text = "\n".join(fixed)
+    text = clip(text, budget)
+    return ProviderRequest(system=SYSTEM_PROMPT, user=redactor.redact_text(text), max_tokens=max_tokens)
+
+
+def _attempt_sections(history: Sequence[Attempt]) -> list[str]:
+    if not history:
+        return []
+    sections = []
+    if len(history) > 1:
+        lines = [f"- attempt {a.number}: {a.summary()}" for a in history[:-1]]
+        sections.append(_section("Earlier attempts", clip("\n".join(lines), _SECTION_LIMITS["history"])))
+    current = _current_base(history)
+    if current.code is not None:
+        sections.append(
+            _section(
+                f"Attempt {current.number} (your latest candidate)",
+                clip(_fenced(current.code), _SECTION_LIMITS["candidate"]),
+            )
+        )
+    sections.append(
+        _section(f"What happened when attempt {current.number} ran", clip(current.feedback(), 3500))
+    )
+    last = history[-1]
+    if last is not current:
+        sections.append(
+            _section(
+                f"Attempt {last.number} was worse",
+                f"{last.summary()}\nIt was discarded; improve attempt {current.number} instead.",
+            )
+        )
+    return sections
+
+
+def _current_base(history: Sequence[Attempt]) -> Attempt:
+    """The candidate to build on: the latest one, unless it regressed."""
+    for attempt in reversed(history):
+        if attempt.code is not None and not attempt.regression:
+            return attempt
+    return history[-1]
+
+
+def _closing_instruction(history: Sequence[Attempt]) -> str:
+    if not history:
+        return "Fix the cell. Reply with a short explanation and one ```python block with the whole cell."
+    return (
+        "The latest candidate still fails (see above). Fix it, taking the real outcome into account. "
+        "Reply with a short explanation and one ```python block with the whole corrected cell."
+    )
+
+
+# --------------------------------------------------------------------------- parsing
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.S | re.M)
+_PYTHON_TAGS = {"python", "py", "python3", "ipython", "ipython3", "pycon"}
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    code: str | None
+    explanation: str
+    reason: str | None = None  # why no code was taken
+
+
+def parse_reply(text: str) -> ParsedReply:
+    """Take the last python block (or, failing that, the last untagged block) as the whole cell."""
+    text = text.replace("\r\n", "\n")
+    blocks = [(m.group(2).lower(), m.group(3), m.span()) for m in _FENCE.finditer(text)]
+    chosen = next((b for b in reversed(blocks) if b[0] in _PYTHON_TAGS), None)
+    chosen = chosen or next((b for b in reversed(blocks) if not b[0]), None)
+    if chosen is None:
+        unterminated = re.search(r"```[ \t]*(python|py)?[^\n]*\n", text)
+        reason = (
+            "the reply's code block was cut off before its closing ```"
+            if unterminated
+            else "the reply contained no fenced code block"
+        )
+        return ParsedReply(None, text.strip()[:2000], reason)
+    _, code, (start, end) = chosen
+    explanation = (text[:start] + text[end:]).strip()
+    explanation = re.sub(r"\n{3,}", "\n\n", explanation)[:2000]
+    if not code.strip():
+        return ParsedReply(None, explanation, "the reply's code block was empty")
+    return ParsedReply(code.rstrip(), explanation)

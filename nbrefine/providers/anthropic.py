@@ -1,0 +1,305 @@
+"""The Anthropic provider: one streamed Messages API call per repair request.
+
+Every failure comes out as a :class:`~nbrefine.ProviderError` subclass with a one-line message;
+no SDK or network exception escapes :meth:`AnthropicProvider.complete`. The original exception
+is kept as ``__cause__`` for debugging. Things the SDK (2.x) does that this module guards:
+
+* errors raised while the body streams in are *not* wrapped by the SDK: a connection cut
+  mid-stream surfaces as the HTTP library's ``RemoteProtocolError``/``ReadError``, a stall as
+  ``ReadTimeout``, an unparsable event as ``json.JSONDecodeError``;
+* an ``event: error`` sent mid-stream becomes a plain ``APIStatusError`` whose status is 200,
+  so it is classified by the error type in its body;
+* a stream that just ends (no ``message_stop``) is not an error to the SDK at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from typing import TYPE_CHECKING, NoReturn
+
+import anthropic
+
+from nbrefine._errors import (
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderOverloadedError,
+    ProviderRateLimitError,
+    ProviderReplyError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+)
+from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
+
+__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "DEFAULT_BASE_URL", "DEFAULT_MODEL", "AnthropicProvider"]
+
+#: A current model (not in the SDK's ``DEPRECATED_MODELS``).
+DEFAULT_MODEL = "claude-sonnet-5-5"
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+_MAX_DETAIL = 200
+
+
+def _one_line(text: object, limit: int = _MAX_DETAIL) -> str:
+    """``text`` with all whitespace runs folded to one space, cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _describe(exc: BaseException) -> str:
+    """``TypeName: message`` on one line, for wrapping low-level exceptions."""
+    text = _one_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _http_error_kind(exc: BaseException) -> str | None:
+    """``"timeout"`` / ``"transport"`` for the SDK's HTTP library errors (httpx or httpx2), else None.
+
+    Matched by class name along the MRO so this module does not import the HTTP library the
+    installed SDK happens to use.
+    """
+    for cls in type(exc).__mro__:
+        if cls.__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "httpcore2"):
+            continue
+        if cls.__name__ == "TimeoutException":
+            return "timeout"
+        if cls.__name__ == "TransportError":
+            return "transport"
+    return None
+
+
+def _error_detail(exc: anthropic.APIStatusError) -> tuple[str | None, str | None]:
+    """``(error.type, error.message)`` from the API's JSON error body, when it has one."""
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            etype, message = error.get("type"), error.get("message")
+            return (
+                etype if isinstance(etype, str) else None,
+                message if isinstance(message, str) else None,
+            )
+    return None, None
+
+
+class AnthropicProvider:
+    """Anthropic's Messages API through the official SDK (streamed).
+
+    The API key comes from ``api_key`` or ``ANTHROPIC_API_KEY``, the base URL from ``base_url``
+    or ``ANTHROPIC_BASE_URL``; both are read when the first request is made, so a key set after
+    the provider was created still counts. Without a key, :meth:`complete` raises
+    :class:`~nbrefine.ProviderConfigError`. ``timeout`` bounds the wait for a connection and for
+    each piece of the reply (not the whole reply); ``max_retries`` is the SDK's own retrying of
+    429/5xx/529 answers and connection failures.
+    """
+
+    name: str = "anthropic"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        self.model: str = model or DEFAULT_MODEL
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client: anthropic.Anthropic | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self.model!r})"
+
+    # -- client ------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The API base URL requests go (or will go) to."""
+        if self._client is not None:
+            return str(self._client.base_url).rstrip("/")
+        return self._base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+
+    def _get_client(self) -> anthropic.Anthropic:
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            api_key = self._api_key or os.environ.get(API_KEY_ENV)
+            if not api_key:
+                raise ProviderConfigError(
+                    f"no Anthropic API key: set the {API_KEY_ENV} environment variable "
+                    "(or choose another provider with %config Refine.provider = ...)"
+                )
+            try:
+                self._client = anthropic.Anthropic(
+                    api_key=api_key,
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=self.max_retries,
+                )
+            except Exception as exc:
+                raise ProviderConfigError(
+                    f"could not set up the Anthropic client for {self.base_url}: {_describe(exc)}"
+                ) from exc
+            return self._client
+
+    # -- the call ----------------------------------------------------------------------------
+
+    def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
+        """Stream the reply to ``request``, passing each text piece to ``on_text``.
+
+        Exceptions raised by ``on_text`` itself propagate unchanged.
+        """
+        client = self._get_client()
+        try:
+            manager = client.messages.stream(
+                model=self.model,
+                max_tokens=request.max_tokens,
+                system=request.system,
+                messages=[{"role": "user", "content": request.user}],
+            )
+            stream = manager.__enter__()
+        except Exception as exc:
+            self._raise_translated(exc, received=None)
+
+        received = 0  # characters of text streamed so far
+        started = stopped = False
+        final: Message | None = None
+        try:
+            events = iter(stream)
+            while True:
+                try:
+                    event = next(events)
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    self._raise_translated(exc, received=received)
+                if event.type == "message_start":
+                    started = True
+                elif event.type == "message_stop":
+                    stopped = True
+                    if started:
+                        final = stream.current_message_snapshot
+                elif event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    piece = event.delta.text
+                    received += len(piece)
+                    if on_text is not None and piece:
+                        on_text(piece)  # outside the translation: the caller's own errors pass through
+        finally:
+            # closing a broken connection can fail too: nothing useful to report then
+            with contextlib.suppress(Exception):
+                manager.__exit__(None, None, None)
+
+        if not stopped or final is None:
+            raise ProviderReplyError(
+                f"the Anthropic reply stream ended before message_stop (after {received} characters of text)"
+            )
+        if final.stop_reason is None:
+            raise ProviderReplyError("the Anthropic reply ended without a stop_reason")
+        text = "".join(block.text for block in final.content if block.type == "text")
+        return ProviderReply(
+            text=text,
+            model=str(final.model or self.model),
+            input_tokens=int(final.usage.input_tokens or 0),
+            output_tokens=int(final.usage.output_tokens or 0),
+            stop_reason=str(final.stop_reason),
+            extra={"id": final.id, "request_id": stream.request_id},
+        )
+
+    # -- error translation ---------------------------------------------------------------------
+
+    def _retried(self) -> str:
+        n = self.max_retries
+        return f" after {n} {'retry' if n == 1 else 'retries'}" if n > 0 else ""
+
+    def _raise_translated(self, exc: Exception, *, received: int | None) -> NoReturn:
+        """Raise the nbrefine error for ``exc`` (``received`` is None before the stream began)."""
+        raise self._translate(exc, received=received) from exc
+
+    def _translate(self, exc: Exception, *, received: int | None) -> ProviderError:
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, anthropic.APIStatusError):
+            return self._translate_status(exc)
+        if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
+            return ProviderTimeoutError(
+                f"Anthropic did not answer within {self.timeout:g} s{self._retried()} ({self.base_url})"
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__
+            why = _describe(cause) if cause is not None else _one_line(exc.message)
+            return ProviderUnavailableError(
+                f"could not reach Anthropic at {self.base_url}{self._retried()}: {why}"
+            )
+        if isinstance(exc, anthropic.APIResponseValidationError):
+            return ProviderReplyError(
+                f"Anthropic sent a reply that does not fit the API schema: {_describe(exc)}"
+            )
+
+        kind = _http_error_kind(exc)
+        if kind == "timeout":
+            where = "for the rest of the reply" if received is not None else "to answer"
+            return ProviderTimeoutError(f"Anthropic took longer than {self.timeout:g} s {where}")
+        if kind == "transport" and received is not None:
+            return ProviderReplyError(
+                f"the Anthropic reply stream was cut off after {received} characters of text "
+                f"({_describe(exc)})"
+            )
+        if kind == "transport":
+            return ProviderUnavailableError(f"could not reach Anthropic at {self.base_url}: {_describe(exc)}")
+        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+            return ProviderReplyError(f"Anthropic sent a malformed reply ({_describe(exc)})")
+        if isinstance(exc, anthropic.AnthropicError):
+            return ProviderError(f"the Anthropic SDK failed: {_describe(exc)}")
+        # Anything else raised inside the SDK while reading the reply (bad event order, a
+        # content index out of range, ...) means the reply was not what the API sends.
+        return ProviderReplyError(f"could not read the Anthropic reply ({_describe(exc)})")
+
+    def _translate_status(self, exc: anthropic.APIStatusError) -> ProviderError:
+        status = exc.status_code
+        etype, api_message = _error_detail(exc)
+        if status == 200:  # an `event: error` in the middle of the stream
+            what = f"{etype or 'error'}: {_one_line(api_message or exc.message)}"
+            msg = f"Anthropic reported an error in the middle of the reply ({what})"
+            if etype in ("overloaded_error", "api_error"):
+                return ProviderOverloadedError(msg)
+            if etype == "rate_limit_error":
+                return ProviderRateLimitError(msg)
+            if etype in ("authentication_error", "permission_error"):
+                return ProviderAuthError(msg)
+            return ProviderError(msg)
+
+        detail = f"HTTP {status}"
+        if etype or api_message:
+            detail += f" {etype or 'error'}: {_one_line(api_message or '')}".rstrip(": ")
+        if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
+            return ProviderAuthError(
+                f"Anthropic rejected the credentials ({detail}); check {API_KEY_ENV}"
+                if status == 401
+                else f"Anthropic refused the request ({detail})"
+            )
+        if isinstance(exc, anthropic.RateLimitError):
+            retry_after = exc.response.headers.get("retry-after")
+            hint = f"; the API asks to retry after {retry_after} s" if retry_after else ""
+            return ProviderRateLimitError(f"Anthropic rate limit reached ({detail}){self._retried()}{hint}")
+        if status == 529 or isinstance(exc, anthropic.InternalServerError):
+            what = "is overloaded" if status == 529 else "had a server error"
+            return ProviderOverloadedError(f"Anthropic {what} ({detail}){self._retried()}; try again shortly")
+        if status == 404:
+            return ProviderConfigError(
+                f"Anthropic answered {detail}; check the model name {self.model!r} "
+                f"and the base URL {self.base_url}"
+            )
+        return ProviderError(f"Anthropic returned an error ({detail})")

@@ -1,0 +1,618 @@
+"""Trial runs of candidate code in forks of the kernel, never in the kernel itself.
+
+When ``%%refine`` starts, :meth:`Snapshot.take` forks a *snapshot process* that holds the
+kernel's state as it was before the cell ran and then waits. Each candidate is run in a
+fresh fork of that process (copy-on-write: cheap even with GiBs of data), so every
+candidate sees exactly what the user's cell saw and nothing it does reaches the kernel.
+
+Rules from ``ARCHITECTURE.md`` that this module keeps: fork only from the main thread;
+flush the streams before forking; in a child, replace ``sys.stdout``/``sys.stderr`` and
+file descriptors 1 and 2 at once (the inherited ones belong to ipykernel and would
+re-send output to the notebook); never touch zmq, comms or ``OutStream`` there; send
+results back pickled over a pipe; leave with ``os._exit``; kill whole process groups.
+
+Hardening (rlimits, network, file writes) plugs in through :attr:`SandboxOptions.hardening`.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import gc
+import inspect
+import io
+import linecache
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from ._errors import SandboxError
+from .capture import Failure, capture_failure
+from .context import Redactor, summarize_value
+
+__all__ = [
+    "SandboxOptions",
+    "Snapshot",
+    "TrialOutcome",
+    "TrialSpec",
+    "call_in_fork",
+    "fork_supported",
+    "run_checks",
+]
+
+R = TypeVar("R")
+
+_HEADER = struct.Struct("!Q")
+_OUTPUT_CAP = 200_000
+_EXIT_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One candidate to try: plain Python (IPython syntax already transformed)."""
+
+    code: str
+    checks: tuple[str, ...] = ()
+    timeout_s: float = 10.0
+    label: str = "candidate"
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What happened when a candidate ran. ``status`` is one of
+    ``passed``, ``failed`` (an exception or failed assert/check), ``timeout``, ``crashed``
+    (killed by a signal), ``exited`` (``sys.exit``/``os._exit``), ``interrupted``,
+    ``sandbox_error`` (the sandbox itself broke)."""
+
+    status: str
+    failure: Failure | None = None
+    check_failures: tuple[Failure, ...] = ()
+    checks_total: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    start_latency_s: float = 0.0
+    statements_done: int = 0
+    statements_total: int = 0
+    detail: str = ""
+    started_at: float = 0.0
+    layers: tuple[str, ...] = ()  # sandbox hardening layers that were active
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def first_failure(self) -> Failure | None:
+        return self.failure or (self.check_failures[0] if self.check_failures else None)
+
+    @property
+    def error_type(self) -> str | None:
+        if self.ok:
+            return None
+        failure = self.first_failure
+        return failure.error_type if failure else f"Trial{self.status.title().replace('_', '')}"
+
+    @property
+    def error_message(self) -> str:
+        failure = self.first_failure
+        return failure.message if failure else self.detail
+
+    def progress(self) -> tuple[int, int, int]:
+        """Orders outcomes: a finished body beats a partial one, fewer failed checks beat more."""
+        finished = self.failure is None and self.status in ("passed", "failed")
+        return (int(finished), self.statements_done, -len(self.check_failures))
+
+    def one_line(self) -> str:
+        if self.ok:
+            return f"passed in {self.duration_s:.2f} s"
+        failure = self.first_failure
+        if failure is not None:
+            extra = f" (+{len(self.check_failures) - 1} more failed checks)" if len(self.check_failures) > 1 else ""
+            return failure.one_line() + extra
+        return f"{self.status}: {self.detail}"
+
+    def render(self) -> str:
+        """Feedback text for the next prompt."""
+        parts = [f"Outcome: {self.status}" + (f" ({self.detail})" if self.detail else "")]
+        if self.failure is not None:
+            parts.append(self.failure.render())
+        if self.check_failures:
+            parts.append(f"{len(self.check_failures)} of {self.checks_total} checks failed:")
+            parts.extend(failure.render() for failure in self.check_failures)
+        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            if text.strip():
+                parts.append(f"{name}:\n{text}")
+        return "\n".join(parts)
+
+
+def _no_setup() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """How trial children are prepared.
+
+    ``child_setup`` runs once in the snapshot process right after the fork (adapters use it
+    to cut the child off from the kernel's display machinery). ``hardening`` callables run
+    in every trial child before the candidate; each returns the name of the layer it
+    enabled, or ``None`` when it could not (feature detection)."""
+
+    child_setup: Callable[[], None] = _no_setup
+    hardening: Sequence[Callable[[], str | None]] = field(default_factory=tuple)
+    output_cap: int = _OUTPUT_CAP
+
+
+def fork_supported() -> str | None:
+    """``None`` when forking is possible here, else the reason it is not."""
+    if not hasattr(os, "fork"):
+        return "this platform has no fork()"
+    if threading.current_thread() is not threading.main_thread():
+        return "not on the main thread"
+    return None
+
+
+# --------------------------------------------------------------------------- pipes
+
+
+def _write_msg(fd: int, obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining:
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            raise TimeoutError("no answer before the deadline")
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the pipe")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_msg(fd: int, deadline: float | None) -> Any:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    return pickle.loads(_read_exact(fd, size, deadline))
+
+
+# --------------------------------------------------------------------------- child side
+
+
+def _enter_child(own_group: bool = True) -> None:
+    """First thing in every forked child: own process group, private streams."""
+    if own_group:
+        os.setpgid(0, 0)
+    sys.stdout = io.StringIO()
+    sys.stderr = io.StringIO()
+    sys.stdin = io.StringIO("")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _fork(child: Callable[[int], None]) -> tuple[int, int]:
+    """Fork; the child runs ``child(write_fd)`` and always leaves with ``os._exit``."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that forking a threaded process may deadlock; the child
+        # follows the rules above (no locks of other threads are touched).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child, reported through the pipe
+        code = 0
+        try:
+            os.close(read_fd)
+            child(write_fd)
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _exit_detail(status: int) -> tuple[str, str]:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = str(number)
+        return "crashed", f"killed by signal {name}"
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+    return "exited", f"the process exited with code {code} before reporting"
+
+
+def _reap(pid: int, grace_s: float) -> int | None:
+    """Wait up to ``grace_s`` for ``pid``; then kill its group and reap it."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            _kill_group(pid)
+            return os.waitpid(pid, 0)[1]
+        time.sleep(0.002)
+
+
+def _kill_group(pid: int) -> None:
+    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            target()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _collect(pid: int, read_fd: int, timeout_s: float) -> tuple[str, Any]:
+    """Read one result from a child; ("ok", value) or (status, detail)."""
+    try:
+        value = _read_msg(read_fd, time.monotonic() + timeout_s)
+    except TimeoutError:
+        _kill_group(pid)
+        _reap(pid, _EXIT_GRACE_S)
+        return "timeout", f"still running after {timeout_s:g} s; stopped"
+    except (EOFError, struct.error, pickle.UnpicklingError):
+        status, detail = _exit_detail(_reap(pid, _EXIT_GRACE_S) or 0)
+        return status, detail
+    except KeyboardInterrupt:
+        _kill_group(pid)
+        _reap(pid, _EXIT_GRACE_S)
+        raise
+    finally:
+        os.close(read_fd)
+    _reap(pid, _EXIT_GRACE_S)
+    _kill_group(pid)  # whatever the candidate left behind (threads, processes) goes too
+    return "ok", value
+
+
+def call_in_fork(fn: Callable[[], R], timeout_s: float = 2.0) -> R:
+    """Run ``fn`` in a throwaway fork of this process and return its (picklable) result.
+
+    Used to evaluate expressions that may have side effects without touching live state."""
+    reason = fork_supported()
+    if reason:
+        raise SandboxError(f"cannot fork: {reason}")
+
+    def child(write_fd: int) -> None:
+        _enter_child()
+        try:
+            result: tuple[bool, object] = (True, fn())
+        except Exception as err:
+            result = (False, f"{type(err).__name__}: {err}")
+        _write_msg(write_fd, result)
+
+    pid, read_fd = _fork(child)
+    status, value = _collect(pid, read_fd, timeout_s)
+    if status != "ok":
+        raise SandboxError(f"evaluation {status}: {value}")
+    ok, payload = value
+    if not ok:
+        raise SandboxError(str(payload))
+    return payload  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- running code
+
+
+class _CappedText(io.TextIOBase):
+    """A text stream that keeps the first ``cap`` characters and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        room = self.cap - self.size
+        if room > 0:
+            self.parts.append(text[:room])
+            self.size += min(len(text), room)
+        self.dropped += max(len(text) - max(room, 0), 0)
+        return len(text)
+
+    def getvalue(self) -> str:
+        text = "".join(self.parts)
+        return text + (f"\n[... {self.dropped} more characters of output dropped]" if self.dropped else "")
+
+
+def _register_source(filename: str, code: str) -> None:
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+
+
+def _exec_statement(node: ast.stmt, filename: str, namespace: dict[str, Any], is_last: bool) -> object:
+    """Run one top-level statement; return the value of a last bare expression."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    if is_last and isinstance(node, ast.Expr):
+        code = compile(ast.Expression(node.value), filename, "eval", flags=flags)
+        value = eval(code, namespace)
+    else:
+        code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec", flags=flags)
+        value = eval(code, namespace)
+        if not inspect.iscoroutine(value):
+            return None
+    if inspect.iscoroutine(value):
+        value = asyncio.new_event_loop().run_until_complete(value)
+    return value
+
+
+def _direct(fn: Callable[[], R]) -> R:
+    return fn()
+
+
+def run_checks(
+    checks: Sequence[str],
+    namespace: dict[str, Any],
+    redactor: Redactor,
+    *,
+    run_unsafe: Callable[[Callable[[], list[str]]], list[str]] | None = None,
+) -> list[Failure]:
+    """Run every extra check (statements such as ``assert f(2) == 4``); return all failures."""
+    failures = []
+    for number, check in enumerate(checks, start=1):
+        label = f"check {number}"
+        filename = f"<{label}>"
+        _register_source(filename, check)
+        try:
+            exec(compile(check, filename, "exec"), namespace)
+        except Exception as err:
+            failures.append(
+                capture_failure(
+                    err,
+                    code=check,
+                    code_filename=filename,
+                    user_globals=namespace,
+                    label=label,
+                    redactor=redactor,
+                    run_unsafe=run_unsafe,
+                )
+            )
+    return failures
+
+
+def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor) -> TrialOutcome:
+    """Run ``spec`` in *this* process. Only ever called inside a trial child."""
+    started = time.monotonic()
+    filename = f"<{spec.label}>"
+    _register_source(filename, spec.code)
+    common: dict[str, Any] = {"checks_total": len(spec.checks), "started_at": started}
+    try:
+        tree = ast.parse(spec.code, filename)
+    except SyntaxError as err:
+        failure = capture_failure(err, code=spec.code, label=spec.label, redactor=redactor)
+        return TrialOutcome("failed", failure=failure, duration_s=time.monotonic() - started, **common)
+    total = len(tree.body)
+    done = 0
+    try:
+        for index, node in enumerate(tree.body):
+            value = _exec_statement(node, filename, namespace, index == total - 1)
+            done += 1
+            if value is not None:
+                print(f"Out: {summarize_value(value, max_chars=500)}")
+    except Exception as err:
+        failure = capture_failure(
+            err,
+            code=spec.code,
+            code_filename=filename,
+            user_globals=namespace,
+            label=spec.label,
+            redactor=redactor,
+            run_unsafe=_direct,
+        )
+        failure = replace(failure, statements_done=done)
+        return TrialOutcome(
+            "failed", failure=failure, statements_done=done, statements_total=total,
+            duration_s=time.monotonic() - started, **common,
+        )  # fmt: skip
+    except SystemExit as err:
+        return TrialOutcome(
+            "exited", detail=f"sys.exit({err.code!r}) was called", statements_done=done,
+            statements_total=total, duration_s=time.monotonic() - started, **common,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        return TrialOutcome(
+            "interrupted", detail="KeyboardInterrupt", statements_done=done, statements_total=total,
+            duration_s=time.monotonic() - started, **common,
+        )  # fmt: skip
+    check_failures = run_checks(spec.checks, namespace, redactor, run_unsafe=_direct)
+    return TrialOutcome(
+        "failed" if check_failures else "passed",
+        check_failures=tuple(check_failures),
+        statements_done=done,
+        statements_total=total,
+        duration_s=time.monotonic() - started,
+        **common,
+    )
+
+
+def _no_input(*_args: object, **_kwargs: object) -> str:
+    raise RuntimeError("input() is not available in a trial run")
+
+
+def _trial_child(
+    write_fd: int, spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions
+) -> None:
+    _enter_child()
+    capture_fd = tempfile.TemporaryFile()
+    os.dup2(capture_fd.fileno(), 1)
+    os.dup2(capture_fd.fileno(), 2)
+    stdout, stderr = _CappedText(options.output_cap), _CappedText(options.output_cap)
+    sys.stdout, sys.stderr = stdout, stderr  # type: ignore[assignment]
+    builtins.input = _no_input
+    layers = [name for name in (harden() for harden in options.hardening) if name]
+    outcome = execute_trial(spec, namespace, redactor)
+    capture_fd.seek(0)
+    raw = capture_fd.read(options.output_cap).decode("utf-8", "replace")
+    outcome = replace(outcome, stdout=stdout.getvalue() + raw, stderr=stderr.getvalue(), layers=tuple(layers))
+    _write_msg(write_fd, outcome)
+
+
+# --------------------------------------------------------------------------- the snapshot process
+
+
+def _snapshot_main(
+    cmd_fd: int, res_fd: int, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions
+) -> None:
+    """The snapshot process: wait for trial specs, run each in a fresh fork of itself."""
+    _enter_child()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are the kernel's to handle
+    gc.freeze()  # keep the collector from touching (and so copying) every inherited page
+    options.child_setup()
+    while True:
+        try:
+            spec = _read_msg(cmd_fd, None)
+        except (EOFError, OSError):
+            return
+        pid, read_fd = _fork(lambda fd, spec=spec: _trial_child(fd, spec, namespace, redactor, options))
+        _write_msg(res_fd, ("started", pid))
+        status, value = _collect(pid, read_fd, spec.timeout_s)
+        if status == "ok":
+            _write_msg(res_fd, ("done", value))
+        else:
+            _write_msg(res_fd, ("done", TrialOutcome(status, detail=str(value), checks_total=len(spec.checks))))
+
+
+class Snapshot:
+    """A frozen copy of the kernel's state, in a process of its own, to run trials from."""
+
+    def __init__(self, pid: int, cmd_fd: int, res_fd: int, taken_s: float) -> None:
+        self.pid = pid
+        self._cmd_fd = cmd_fd
+        self._res_fd = res_fd
+        self.taken_s = taken_s
+        self._trial_pid: int | None = None
+
+    @classmethod
+    def take(
+        cls, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions | None = None
+    ) -> Snapshot:
+        """Fork the snapshot process now. Raises :class:`SandboxError` where fork is not possible."""
+        reason = fork_supported()
+        if reason:
+            raise SandboxError(f"cannot take a snapshot: {reason}")
+        options = options or SandboxOptions()
+        started = time.monotonic()
+        cmd_r, cmd_w = os.pipe()
+
+        def child(res_w: int) -> None:
+            os.close(cmd_w)
+            _snapshot_main(cmd_r, res_w, namespace, redactor, options)
+
+        pid, res_r = _fork(child)
+        os.close(cmd_r)
+        return cls(pid, cmd_w, res_r, time.monotonic() - started)
+
+    @property
+    def alive(self) -> bool:
+        return self._cmd_fd >= 0
+
+    def run(self, spec: TrialSpec) -> TrialOutcome:
+        """Run one candidate in a fresh fork of the snapshot; never raises for what the code does.
+
+        A ``KeyboardInterrupt`` while waiting kills the trial and propagates."""
+        if not self.alive:
+            return TrialOutcome("sandbox_error", detail="the snapshot process is closed")
+        requested = time.monotonic()
+        try:
+            _write_msg(self._cmd_fd, spec)
+            _, self._trial_pid = _read_msg(self._res_fd, requested + 30)
+            _, outcome = _read_msg(self._res_fd, time.monotonic() + spec.timeout_s + 30)
+        except KeyboardInterrupt:
+            self.close()
+            raise
+        except (EOFError, TimeoutError, OSError, pickle.UnpicklingError) as err:
+            self.close()
+            return TrialOutcome("sandbox_error", detail=f"the snapshot process stopped answering ({err})")
+        finally:
+            self._trial_pid = None
+        assert isinstance(outcome, TrialOutcome)
+        latency = max(outcome.started_at - requested, 0.0) if outcome.started_at else 0.0
+        return replace(outcome, start_latency_s=latency)
+
+    def close(self) -> None:
+        """Stop the snapshot process and any trial it runs."""
+        if not self.alive:
+            return
+        if self._trial_pid:
+            _kill_group(self._trial_pid)
+        for fd in (self._cmd_fd, self._res_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._cmd_fd = self._res_fd = -1
+        _reap(self.pid, 0.5)
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class LiveForkRunner:
+    """Runs each trial in a fork of the *current* process state (no snapshot was taken).
+
+    Used when a snapshot could not be taken before the cell ran: trials then see the state
+    the failed run left behind, which the prompt says."""
+
+    def __init__(self, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions | None = None):
+        self.namespace = namespace
+        self.redactor = redactor
+        self.options = options or SandboxOptions()
+
+    def run(self, spec: TrialSpec) -> TrialOutcome:
+        reason = fork_supported()
+        if reason:
+            return TrialOutcome("sandbox_error", detail=f"cannot fork: {reason}")
+        requested = time.monotonic()
+
+        def child(write_fd: int) -> None:
+            _enter_child()
+            self.options.child_setup()
+            _trial_child(write_fd, spec, self.namespace, self.redactor, self.options)
+
+        pid, read_fd = _fork(child)
+        status, value = _collect(pid, read_fd, spec.timeout_s)
+        if status != "ok":
+            return TrialOutcome(status, detail=str(value), checks_total=len(spec.checks))
+        assert isinstance(value, TrialOutcome)
+        return replace(value, start_latency_s=max(value.started_at - requested, 0.0))

@@ -1,0 +1,200 @@
+"""``RefineSession``: the result of one ``%%refine`` run, and the user's decision on it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import NbrefineError
+from .capture import Failure
+from .loop import Attempt, LoopResult
+
+__all__ = ["RefineSession", "SessionStateError", "last_session"]
+
+_LAST: list[RefineSession] = []
+
+
+class SessionStateError(NbrefineError, ValueError):
+    """The session cannot do what was asked in its current state (e.g. accept with no fix)."""
+
+
+def last_session() -> RefineSession | None:
+    """The most recent session in this kernel, or ``None``."""
+    return _LAST[-1] if _LAST else None
+
+
+def _remember(session: RefineSession) -> None:
+    _LAST[:] = [session]
+
+
+#: Runs accepted code in the live kernel; returns True when it ran without error.
+Applier = Callable[[str], bool]
+
+_GREEN, _RED, _CYAN, _BOLD, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[36m", "\x1b[1m", "\x1b[0m"
+
+
+class RefineSession:
+    """One failing cell, the attempts to fix it, and Accept / Reject.
+
+    ``status``: ``"running"``, ``"no_error"``, ``"fixed"``, ``"unfixed"``, ``"error"`` (the
+    provider or sandbox failed), ``"interrupted"``. ``decision``: ``"pending"``,
+    ``"accepted"``, ``"rejected"``."""
+
+    def __init__(
+        self,
+        original_code: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        applier: Applier | None = None,
+        remember: bool = True,
+    ) -> None:
+        self.original_code = original_code
+        self.provider = provider
+        self.model = model
+        self.status = "running"
+        self.message = ""
+        self.failures: tuple[Failure, ...] = ()
+        self.notes: tuple[str, ...] = ()
+        self.result: LoopResult | None = None
+        self.decision = "pending"
+        self.timings: dict[str, Any] = {}
+        self.accept_ok: bool | None = None
+        self._applier = applier
+        if remember:
+            _remember(self)
+
+    # ------------------------------------------------------------------ results
+
+    def finish(self, result: LoopResult) -> None:
+        self.result = result
+        self.status = result.status
+        self.message = result.message
+
+    def finish_without_loop(self, status: str, message: str) -> None:
+        self.status = status
+        self.message = message
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        return self.result.attempts if self.result else []
+
+    @property
+    def fixed_code(self) -> str | None:
+        return self.result.fixed_code if self.result and self.status == "fixed" else None
+
+    @property
+    def explanation(self) -> str:
+        return self.result.explanation if self.result else ""
+
+    @property
+    def prompts(self) -> list[str]:
+        """The exact user messages sent to the model, after redaction."""
+        return [a.request.user for a in self.attempts]
+
+    @property
+    def system_prompts(self) -> list[str]:
+        return [a.request.system for a in self.attempts]
+
+    @property
+    def failure(self) -> Failure | None:
+        return self.failures[0] if self.failures else None
+
+    @property
+    def tokens(self) -> tuple[int, int]:
+        """(input, output) tokens the provider reported for this session."""
+        if not self.result:
+            return (0, 0)
+        return (self.result.input_tokens, self.result.output_tokens)
+
+    def diff(self, *, color: bool = False) -> str:
+        """Unified diff from the original cell to the fix ('' when there is no fix)."""
+        if self.fixed_code is None:
+            return ""
+        lines = difflib.unified_diff(
+            self.original_code.splitlines(),
+            self.fixed_code.splitlines(),
+            "original cell",
+            "proposed fix",
+            lineterm="",
+        )
+        if not color:
+            return "\n".join(lines)
+        return "\n".join(_color_diff_line(line) for line in lines)
+
+    # ------------------------------------------------------------------ decision
+
+    def accept(self) -> bool:
+        """Run the fix in the live kernel (the state advances as if the fixed cell had run)."""
+        if self.fixed_code is None:
+            raise SessionStateError(f"nothing to accept: the session status is {self.status!r}")
+        if self.decision != "pending":
+            raise SessionStateError(f"this fix was already {self.decision}")
+        if self._applier is None:
+            raise SessionStateError("this session has no kernel to run the fix in")
+        self.decision = "accepted"
+        self.accept_ok = self._applier(self.fixed_code)
+        return self.accept_ok
+
+    def reject(self) -> None:
+        """Discard the proposed fix; the kernel state stays as the failed run left it."""
+        if self.decision != "pending":
+            raise SessionStateError(f"this session was already {self.decision}")
+        self.decision = "rejected"
+
+    # ------------------------------------------------------------------ text view
+
+    def attempt_lines(self) -> list[str]:
+        lines = []
+        for attempt in self.attempts:
+            outcome = "passed" if attempt.ok else attempt.summary()
+            lines.append(f"attempt {attempt.number}: {outcome} ({attempt.duration_s:.2f} s)")
+        return lines
+
+    def headline(self) -> str:
+        cap = self.timings.get("max_attempts", len(self.attempts))
+        count = len(self.attempts)
+        text = {
+            "fixed": f"fixed at attempt {count} of {cap}",
+            "unfixed": f"no fix after {count} attempt(s) of {cap}",
+            "no_error": "the cell ran without error",
+            "error": "could not finish",
+            "interrupted": "interrupted",
+            "running": "running",
+        }.get(self.status, self.status)
+        return f"nbrefine: {text}" + (f" — {self.message}" if self.message and self.status != "fixed" else "")
+
+    def render_text(self, *, color: bool = False) -> str:
+        bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
+        parts = [bold(self.headline())]
+        if self.failure is not None:
+            parts.append("original failure: " + self.failure.one_line())
+        parts.extend("  " + line for line in self.attempt_lines())
+        if self.explanation:
+            parts.append("explanation: " + self.explanation)
+        if self.fixed_code is not None:
+            parts.append(self.diff(color=color))
+            if self.decision == "pending":
+                parts.append("Run %refine accept to apply it in the kernel, or %refine reject.")
+        if self.decision != "pending":
+            parts.append(f"decision: {self.decision}")
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return f"<RefineSession status={self.status!r} attempts={len(self.attempts)} decision={self.decision!r}>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.render_text())
+
+
+def _color_diff_line(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return f"{_BOLD}{line}{_RESET}"
+    if line.startswith("+"):
+        return f"{_GREEN}{line}{_RESET}"
+    if line.startswith("-"):
+        return f"{_RED}{line}{_RESET}"
+    if line.startswith("@@"):
+        return f"{_CYAN}{line}{_RESET}"
+    return line

@@ -1,0 +1,680 @@
+"""A loopback fake of the Anthropic Messages API (``POST /v1/messages``), stdlib only.
+
+Use it in-process::
+
+    with FakeAnthropic() as fake:
+        fake.script({"text": "```python\\nprint(1)\\n```"}, {"status": 529})
+        client = anthropic.Anthropic(api_key="sk-test", base_url=fake.base_url)
+        ...
+        assert fake.requests[0]["json"]["model"] == "claude-sonnet-5-5"
+
+or as a separate process (for a Jupyter kernel, a demo script)::
+
+    python tests/fake_anthropic.py --replies replies.json --port-file /tmp/fake.url
+
+which writes ``http://127.0.0.1:PORT`` to the port file (or prints it) and serves until
+SIGTERM/SIGINT. A test in another process programs it over HTTP through the control
+endpoints (none of them needs an API key, none is recorded in ``requests``):
+
+* ``POST /_fake/script`` with a JSON list of reply specs (or a single spec) appends them;
+* ``GET /_fake/requests`` returns the received API requests as JSON;
+* ``GET /_fake/state`` returns ``{"pending": <queued specs>, "requests": <count>}``;
+* ``POST /_fake/reset`` clears both the queue and the received requests.
+
+Reply specs
+-----------
+A reply spec is a plain dict (so it can come from JSON). Each API request takes the next
+queued spec; when the queue is empty the *default* spec answers (by default a reply whose
+text is ``"no scripted reply left"``, with no code block).
+
+``{"text": "..."}``
+    A normal reply. A request with ``"stream": true`` gets real server-sent events, in the
+    order the API sends them (``message_start``, ``content_block_start``, ``ping``, several
+    ``content_block_delta``/``text_delta``, ``content_block_stop``, ``message_delta`` with
+    the stop reason and ``usage.output_tokens``, ``message_stop``); any other request gets a
+    JSON ``Message`` body. Optional keys: ``stop_reason`` (default ``"end_turn"``), ``model``
+    (default: echo the request's), ``input_tokens`` (default ``len(prompt chars) // 4``),
+    ``output_tokens`` (default ``max(1, len(text) // 4)``), ``chunk_size`` (characters per
+    text delta, default 12), ``chunk_delay`` (seconds between streamed events, default 0),
+    ``delay`` (seconds to wait before answering, any spec).
+``{"status": 401}`` (also 400, 403, 404, 413, 429, 500, 503, 529, ...)
+    An error with the API's JSON error body, e.g.
+    ``{"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+    "request_id": "req_..."}``. Optional ``retry_after`` (sends a ``retry-after`` header; give
+    ``0`` to keep client retries fast), ``error_type``, ``message``.
+``{"fault": "reset"}``
+    Reads the request, then closes the socket abruptly (``SO_LINGER`` 0, so a TCP RST) without
+    any response.
+``{"fault": "cut", "text": "...", "cut_after": 2}``
+    Streams ``message_start``, ``content_block_start`` and ``cut_after`` text deltas, then
+    closes the connection without finishing the (chunked) body, so no ``message_stop``.
+    A non-streaming request just gets its connection closed mid-body.
+``{"fault": "slow", "delay": 3.0, "text": "..."}``
+    Waits ``delay`` seconds, then answers like ``{"text": ...}``. The wait is taken in small
+    steps and abandoned when the server stops, so it never holds up shutdown.
+``{"fault": "malformed"}``
+    HTTP 200 with the content type the request expects but a body that is neither valid JSON
+    nor a valid event stream (``event: message_start`` whose ``data`` is not JSON). Optional
+    ``body`` (str) replaces it.
+``{"fault": "stream_error", "text": "...", "error_type": "overloaded_error"}``
+    Starts a stream, sends ``cut_after`` deltas, then an ``event: error`` mid-stream as the API
+    does when it overloads after the response has begun.
+
+Retries
+-------
+The official SDK retries 408/409/429/5xx/529 responses and connection errors (``reset``,
+timeouts) up to ``max_retries`` times, and **each retry is a new request that consumes the
+next queued spec**. So ``script({"status": 429, "retry_after": 0}, {"text": "ok"})`` succeeds
+on the first retry, while a client with ``max_retries=2`` needs three 429 specs queued to see
+the error. A ``retry-after`` header is obeyed by the SDK as given, so keep it at 0 in tests.
+
+Authentication
+--------------
+Like the real API, a request to ``/v1/...`` without credentials gets a 401
+``authentication_error`` (and consumes no spec). Credentials are an ``x-api-key`` header or
+an ``Authorization: Bearer`` header (anthropic SDK 2.x sends the API key the latter way). If
+``api_key`` is given to the constructor, only that key is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import logging
+import math
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+__all__ = ["DEFAULT_REPLY", "FakeAnthropic", "main"]
+
+log = logging.getLogger("fake_anthropic")
+
+#: What answers when no scripted reply is left (no code block in it, on purpose).
+DEFAULT_REPLY: dict[str, Any] = {"text": "no scripted reply left"}
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", "Invalid request"),
+    401: ("authentication_error", "invalid x-api-key"),
+    402: ("billing_error", "Your credit balance is too low"),
+    403: ("permission_error", "Your API key does not have permission to use the specified resource."),
+    404: ("not_found_error", "Not found"),
+    408: ("timeout_error", "Request timed out"),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+    500: ("api_error", "Internal server error"),
+    503: ("api_error", "Service unavailable"),
+    504: ("timeout_error", "Gateway timeout"),
+    529: ("overloaded_error", "Overloaded"),
+}
+_STATUS_PHRASES = {529: "Site Overloaded"}
+_SLEEP_STEP = 0.05
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+def _text_of(content: Any) -> str:
+    """The text in a ``system`` value or a message ``content`` (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, Mapping):
+                parts.append(str(block.get("text", "")))
+            elif isinstance(block, str):
+                parts.append(block)
+        return "".join(parts)
+    return ""
+
+
+def _prompt_chars(body: Mapping[str, Any]) -> int:
+    total = len(_text_of(body.get("system", "")))
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in messages:
+            if isinstance(message, Mapping):
+                total += len(_text_of(message.get("content", "")))
+    return total
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    size = max(1, int(size))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Do not join handler threads on close: an idle keep-alive connection would block it.
+    block_on_close = False
+    fake: FakeAnthropic
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (timeouts, resets) is normal here; keep the test output clean.
+        log.debug("error while serving %s", client_address, exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-anthropic/1.0"
+    sys_version = ""
+    timeout = 60  # idle keep-alive connections are dropped after this
+    server: _Server
+    _msg_id = "msg_fake"
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.server.fake._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s - %s", self.address_string(), format % args)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status, _STATUS_PHRASES.get(status))
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", _new_id("req"))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_error_body(
+        self,
+        status: int,
+        error_type: str | None = None,
+        message: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        default_type, default_message = _ERROR_TYPES.get(
+            status, ("api_error" if status >= 500 else "invalid_request_error", f"HTTP {status}")
+        )
+        request_id = _new_id("req")
+        body = {
+            "type": "error",
+            "error": {"type": error_type or default_type, "message": message or default_message},
+            "request_id": request_id,
+        }
+        self._send_json(status, body, headers)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        raw = self._read_body()
+        path = self.path.split("?", 1)[0]
+        if path.startswith("/_fake/"):
+            self._control(method, path, raw)
+            return
+        self._api(method, path, raw)
+
+    def _control(self, method: str, path: str, raw: bytes) -> None:
+        fake = self.server.fake
+        if method == "POST" and path == "/_fake/script":
+            try:
+                specs = json.loads(raw or b"[]")
+            except ValueError as exc:
+                self._send_json(400, {"error": f"body is not JSON: {exc}"})
+                return
+            if isinstance(specs, Mapping):
+                specs = [specs]
+            if not isinstance(specs, list) or not all(isinstance(s, Mapping) for s in specs):
+                self._send_json(400, {"error": "expected a JSON list of reply specs (objects)"})
+                return
+            fake.script(*specs)
+            self._send_json(200, {"queued": len(specs), "pending": fake.pending})
+        elif method == "POST" and path == "/_fake/reset":
+            fake.reset()
+            self._send_json(200, {"ok": True})
+        elif method == "GET" and path == "/_fake/requests":
+            self._send_json(200, fake.requests)
+        elif method == "GET" and path == "/_fake/state":
+            self._send_json(200, {"pending": fake.pending, "requests": len(fake.requests)})
+        else:
+            self._send_json(404, {"error": f"no control endpoint {method} {path}"})
+
+    def _api(self, method: str, path: str, raw: bytes) -> None:
+        fake = self.server.fake
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        body: Any
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        fake._record({"method": method, "path": path, "headers": headers, "json": body})
+
+        if not fake._authorized(headers):
+            self._send_error_body(401)
+            return
+        if method != "POST" or path != "/v1/messages":
+            self._send_error_body(404, message=f"{method} {path} is not served by the fake")
+            return
+        problem = self._invalid(body)
+        if problem:
+            self._send_error_body(400, message=problem)
+            return
+
+        spec = fake._next_spec()
+        self._reply(spec, body)
+
+    @staticmethod
+    def _invalid(body: Any) -> str | None:
+        if not isinstance(body, dict):
+            return "request body must be a JSON object"
+        if not isinstance(body.get("model"), str):
+            return "model: Field required"
+        if not isinstance(body.get("max_tokens"), int):
+            return "max_tokens: Field required"
+        if not isinstance(body.get("messages"), list):
+            return "messages: Field required"
+        return None
+
+    # -- replies ---------------------------------------------------------------------------
+
+    def _reply(self, spec: Mapping[str, Any], body: dict[str, Any]) -> None:
+        fake = self.server.fake
+        fault = spec.get("fault")
+        self._msg_id = _new_id("msg")
+        delay = float(spec.get("delay", 5.0 if fault == "slow" else 0) or 0)
+        if delay > 0 and not fake._sleep(delay):
+            self._drop()  # the server is stopping: give up on this request
+            return
+
+        if fault == "reset":
+            self._reset()
+            return
+        if fault == "malformed":
+            self._malformed(spec, body)
+            return
+        status = int(spec.get("status", 200))
+        if status != 200:
+            headers = {}
+            if spec.get("retry_after") is not None:
+                headers["retry-after"] = str(spec["retry_after"])
+            self._send_error_body(status, spec.get("error_type"), spec.get("message"), headers)
+            return
+        if fault not in (None, "slow", "cut", "stream_error"):
+            self._send_error_body(500, message=f"fake: unknown fault {fault!r}")
+            return
+
+        if body.get("stream"):
+            self._stream(spec, body)
+        elif fault == "cut":
+            self._cut_json(spec, body)
+        else:
+            self._send_json(200, self._message(spec, body, final=True))
+
+    def _message(self, spec: Mapping[str, Any], body: Mapping[str, Any], *, final: bool) -> dict[str, Any]:
+        text = str(spec.get("text", ""))
+        return {
+            "id": self._msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": spec.get("model") or body.get("model"),
+            "content": [{"type": "text", "text": text}] if final else [],
+            "stop_reason": spec.get("stop_reason", "end_turn") if final else None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": int(spec.get("input_tokens", _prompt_chars(body) // 4)),
+                "output_tokens": self._output_tokens(spec) if final else 1,
+            },
+        }
+
+    @staticmethod
+    def _output_tokens(spec: Mapping[str, Any]) -> int:
+        if "output_tokens" in spec:
+            return int(spec["output_tokens"])
+        return max(1, math.ceil(len(str(spec.get("text", ""))) / 4))
+
+    def _events(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+        """The server-sent events of a complete streamed reply, in the API's order."""
+        text = str(spec.get("text", ""))
+        yield "message_start", {"type": "message_start", "message": self._message(spec, body, final=False)}
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        )
+        yield "ping", {"type": "ping"}
+        for piece in _chunks(text, spec.get("chunk_size", 12)):
+            yield (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+            )
+        yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+        yield (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": spec.get("stop_reason", "end_turn"), "stop_sequence": None},
+                "usage": {"output_tokens": self._output_tokens(spec)},
+            },
+        )
+        yield "message_stop", {"type": "message_stop"}
+
+    def _start_chunked(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("request-id", _new_id("req"))
+        self.end_headers()
+        self.wfile.flush()
+
+    def _chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    def _end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _stream(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> None:
+        fake = self.server.fake
+        fault = spec.get("fault")
+        cut_after = int(spec.get("cut_after", 2))
+        chunk_delay = float(spec.get("chunk_delay", 0) or 0)
+        self._start_chunked("text/event-stream; charset=utf-8")
+        deltas = 0
+        for event, data in self._events(spec, body):
+            if fault in ("cut", "stream_error"):
+                if event == "content_block_stop" or (event == "content_block_delta" and deltas >= cut_after):
+                    break
+                deltas += event == "content_block_delta"
+            self._chunk(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+            if chunk_delay > 0 and not fake._sleep(chunk_delay):
+                self._drop()
+                return
+        if fault == "cut":
+            self._drop()
+            return
+        if fault == "stream_error":
+            error_type = spec.get("error_type", "overloaded_error")
+            message = spec.get("message", "Overloaded")
+            payload = {"type": "error", "error": {"type": error_type, "message": message}}
+            self._chunk(f"event: error\ndata: {json.dumps(payload)}\n\n".encode())
+        self._end_chunked()
+
+    def _cut_json(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> None:
+        data = json.dumps(self._message(spec, body, final=True)).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.wfile.flush()
+        self._drop()
+
+    def _malformed(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> None:
+        default = 'event: message_start\ndata: {"type": "message_start", "message": {not json\n\n'
+        data = str(spec.get("body", default)).encode()
+        streaming = bool(body.get("stream"))
+        self.send_response(200)
+        self.send_header(
+            "content-type", "text/event-stream; charset=utf-8" if streaming else "application/json"
+        )
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", _new_id("req"))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        """Close the connection now (FIN), leaving whatever was being sent unfinished."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.wfile.flush()
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _reset(self) -> None:
+        """Abort the connection with a TCP RST and no response at all."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with contextlib.suppress(OSError):
+            self.connection.close()
+
+
+class FakeAnthropic:
+    """A fake Anthropic Messages API on ``127.0.0.1`` (see the module docstring for reply specs).
+
+    Thread-safe: the server answers each connection on its own thread, and ``script``,
+    ``requests``, ``reset`` may be called from any thread.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Mapping[str, Any]] = (),
+        *,
+        default: Mapping[str, Any] | None = None,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[dict[str, Any]] = deque(dict(r) for r in replies)
+        self._requests: list[dict[str, Any]] = []
+        self._default: dict[str, Any] = dict(default if default is not None else DEFAULT_REPLY)
+        self._api_key = api_key
+        self._host = host
+        self._port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> FakeAnthropic:
+        """Bind and serve in a daemon thread. Returns ``self``."""
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = _Server((self._host, self._port), _Handler)
+        server.fake = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, drop open connections, abandon slow replies. Safe to call twice."""
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- public API ------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("FakeAnthropic is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """E.g. ``"http://127.0.0.1:40123"`` (what ``ANTHROPIC_BASE_URL`` should be)."""
+        return f"http://{self._host}:{self.port}"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A copy of the API requests received so far, oldest first.
+
+        Each is ``{"method", "path", "headers" (lower-cased names), "json" (the parsed body or None)}``.
+        """
+        with self._lock:
+            return copy.deepcopy(self._requests)
+
+    @property
+    def pending(self) -> int:
+        """How many scripted replies are still queued."""
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def default(self) -> dict[str, Any]:
+        """The reply spec used when the queue is empty."""
+        with self._lock:
+            return dict(self._default)
+
+    @default.setter
+    def default(self, spec: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._default = dict(spec)
+
+    def script(self, *replies: Mapping[str, Any]) -> None:
+        """Queue reply specs; each API request (each SDK retry too) takes the next one."""
+        with self._lock:
+            self._queue.extend(dict(r) for r in replies)
+
+    def reset(self) -> None:
+        """Forget the queued replies and the received requests."""
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+
+    # -- used by the handler ---------------------------------------------------------------
+
+    def _next_spec(self) -> dict[str, Any]:
+        with self._lock:
+            return self._queue.popleft() if self._queue else dict(self._default)
+
+    def _record(self, request: dict[str, Any]) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def _authorized(self, headers: Mapping[str, str]) -> bool:
+        key = headers.get("x-api-key")
+        auth = headers.get("authorization", "")
+        if not key and auth.lower().startswith("bearer "):
+            key = auth[7:].strip()
+        if not key:
+            return False
+        return self._api_key is None or key == self._api_key
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep in small steps; False if the server began stopping meanwhile."""
+        deadline = time.monotonic() + seconds
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            if self._stopping.wait(min(_SLEEP_STEP, remaining)):
+                return False
+
+
+def _load_replies(path: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if isinstance(data, Mapping):  # {"replies": [...], "default": {...}}
+        return list(data.get("replies", [])), data.get("default")
+    if isinstance(data, list):
+        return data, None
+    raise SystemExit(f"{path}: expected a JSON list of reply specs or an object with 'replies'")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve a fake Anthropic Messages API on 127.0.0.1.")
+    parser.add_argument(
+        "--replies", metavar="FILE.json", help="JSON list of reply specs, or {replies, default}"
+    )
+    parser.add_argument("--port-file", metavar="PATH", help="write the base URL here (else print it)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
+    parser.add_argument("--api-key", default=None, help="accept only this API key (default: any non-empty)")
+    args = parser.parse_args(argv)
+
+    replies, default = _load_replies(args.replies) if args.replies else ([], None)
+    fake = FakeAnthropic(replies, default=default, api_key=args.api_key, port=args.port)
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    fake.start()
+    try:
+        if args.port_file:
+            tmp = f"{args.port_file}.tmp{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(fake.base_url + "\n")
+            os.replace(tmp, args.port_file)  # atomic: a reader never sees half a URL
+        else:
+            print(fake.base_url, flush=True)
+        while not done.wait(0.5):
+            pass
+    finally:
+        fake.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
