@@ -151,7 +151,7 @@ def capture_failure(
         in_code = filename == code_filename
         is_user = in_code or (user_globals is not None and frame.f_globals is user_globals)
         if not is_user:
-            hidden += 1
+            hidden += bool(frames)  # frames before the first user frame are the shell's own
             continue
         if hidden and frames:
             frames.append(FrameInfo(f"[{hidden} library frame(s)]", 0, "", "", False))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import faulthandler
 import gc
 import inspect
 import io
@@ -203,6 +204,7 @@ def _enter_child(own_group: bool = True) -> None:
     """First thing in every forked child: own process group, private streams."""
     if own_group:
         os.setpgid(0, 0)
+    faulthandler.disable()  # a crashing candidate must not dump onto the kernel's stderr
     sys.stdout = io.StringIO()
     sys.stderr = io.StringIO()
     sys.stdin = io.StringIO("")

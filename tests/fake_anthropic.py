@@ -40,8 +40,10 @@ text is ``"no scripted reply left"``, with no code block).
 ``{"status": 401}`` (also 400, 403, 404, 413, 429, 500, 503, 529, ...)
     An error with the API's JSON error body, e.g.
     ``{"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-    "request_id": "req_..."}``. Optional ``retry_after`` (sends a ``retry-after`` header; give
-    ``0`` to keep client retries fast), ``error_type``, ``message``.
+    "request_id": "req_..."}``. Optional ``retry_after`` (sent as a ``retry-after`` header),
+    ``error_type``, ``message``. The SDK waits exactly a positive ``retry-after`` (floats too,
+    without any cap), while ``0`` makes it fall back to its own backoff of about 0.5 s; so
+    ``"retry_after": 0.01`` gives the fastest retries.
 ``{"fault": "reset"}``
     Reads the request, then closes the socket abruptly (``SO_LINGER`` 0, so a TCP RST) without
     any response.
@@ -66,7 +68,7 @@ The official SDK retries 408/409/429/5xx/529 responses and connection errors (``
 timeouts) up to ``max_retries`` times, and **each retry is a new request that consumes the
 next queued spec**. So ``script({"status": 429, "retry_after": 0}, {"text": "ok"})`` succeeds
 on the first retry, while a client with ``max_retries=2`` needs three 429 specs queued to see
-the error. A ``retry-after`` header is obeyed by the SDK as given, so keep it at 0 in tests.
+the error. Keep ``max_retries`` small and ``retry_after`` tiny (e.g. 0.01) in tests.
 
 Authentication
 --------------
@@ -495,6 +497,7 @@ class FakeAnthropic:
         self._host = host
         self._port = port
         self._server: _Server | None = None
+        self._bound_port: int | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -509,6 +512,7 @@ class FakeAnthropic:
         server = _Server((self._host, self._port), _Handler)
         server.fake = self
         self._server = server
+        self._bound_port = int(server.server_address[1])
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
         )
@@ -548,9 +552,10 @@ class FakeAnthropic:
 
     @property
     def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("FakeAnthropic is not started")
-        return int(self._server.server_address[1])
+        """The bound port (still answered after ``stop()``, for "nothing listening" tests)."""
+        if self._bound_port is None:
+            raise RuntimeError("FakeAnthropic has not been started")
+        return self._bound_port
 
     @property
     def base_url(self) -> str:
@@ -669,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
             os.replace(tmp, args.port_file)  # atomic: a reader never sees half a URL
         else:
             print(fake.base_url, flush=True)
-        while not done.wait(0.5):
+        while not done.wait(0.1):
             pass
     finally:
         fake.stop()

@@ -32,7 +32,7 @@ from nbrefine.providers.anthropic import DEFAULT_MODEL, AnthropicProvider
 from nbrefine.providers.base import Provider, ProviderRequest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_anthropic import FakeAnthropic  # noqa: E402
+from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -70,11 +70,28 @@ def fake() -> Iterator[FakeAnthropic]:
         yield server
 
 
+_made: list[AnthropicProvider] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_providers() -> Iterator[None]:
+    yield
+    while _made:
+        _made.pop().close()
+
+
+def make(**kwargs: Any) -> AnthropicProvider:
+    """An AnthropicProvider that is closed when the test ends (no leaked keep-alive sockets)."""
+    provider = AnthropicProvider(**kwargs)
+    _made.append(provider)
+    return provider
+
+
 def provider_for(fake: FakeAnthropic, **kwargs: Any) -> AnthropicProvider:
     kwargs.setdefault("api_key", KEY)
     kwargs.setdefault("max_retries", 0)
     kwargs.setdefault("timeout", 10.0)
-    return AnthropicProvider(base_url=fake.base_url, **kwargs)
+    return make(base_url=fake.base_url, **kwargs)
 
 
 def assert_one_line(message: str) -> None:
@@ -92,8 +109,13 @@ def sent_key(headers: dict[str, str]) -> str | None:
 
 
 def http(fake: FakeAnthropic, method: str, path: str, payload: Any = None, **headers: str) -> tuple[int, Any]:
+    return http_url(fake.base_url, method, path, payload, **headers)
+
+
+def http_url(base_url: str, method: str, path: str, payload: Any = None, **headers: str) -> tuple[int, Any]:
+    """Call the fake over plain HTTP (as a test in another process, e.g. a kernel, would)."""
     data = None if payload is None else json.dumps(payload).encode()
-    req = urllib.request.Request(fake.base_url + path, data=data, method=method)
+    req = urllib.request.Request(base_url + path, data=data, method=method)
     req.add_header("content-type", "application/json")
     for name, value in headers.items():
         req.add_header(name.replace("_", "-"), value)
@@ -146,7 +168,7 @@ def test_key_and_base_url_from_environment(fake: FakeAnthropic, monkeypatch: pyt
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     fake.script({"text": "from env"})
 
-    provider = AnthropicProvider(max_retries=0)
+    provider = make(max_retries=0)
     assert provider.name == "anthropic" and provider.model == DEFAULT_MODEL
     assert provider.complete(REQUEST).text == "from env"
     (req,) = fake.requests
@@ -166,6 +188,10 @@ def test_client_is_created_once_and_reused(fake: FakeAnthropic) -> None:
     assert client is not None
     assert provider.complete(REQUEST).text == "two"
     assert provider._client is client
+    provider.close()
+    assert provider._client is None
+    fake.script({"text": "three"})
+    assert provider.complete(REQUEST).text == "three"  # reopens after close()
 
 
 def test_default_reply_when_queue_is_empty(fake: FakeAnthropic) -> None:
@@ -179,14 +205,13 @@ def test_default_reply_when_queue_is_empty(fake: FakeAnthropic) -> None:
 
 def test_json_mode_with_raw_sdk_create(fake: FakeAnthropic) -> None:
     fake.script({"text": CODE_REPLY})
-    client = anthropic.Anthropic(api_key=KEY, base_url=fake.base_url, max_retries=0, timeout=10)
-
-    message = client.messages.create(
-        model="claude-haiku-5-5",
-        max_tokens=100,
-        system=SYSTEM,
-        messages=[{"role": "user", "content": USER}],
-    )
+    with anthropic.Anthropic(api_key=KEY, base_url=fake.base_url, max_retries=0, timeout=10) as client:
+        message = client.messages.create(
+            model="claude-haiku-5-5",
+            max_tokens=100,
+            system=SYSTEM,
+            messages=[{"role": "user", "content": USER}],
+        )
 
     assert isinstance(message, anthropic.types.Message)
     assert message.id.startswith("msg_") and message.type == "message" and message.role == "assistant"
@@ -206,7 +231,7 @@ def test_json_mode_with_raw_sdk_create(fake: FakeAnthropic) -> None:
     [
         pytest.param([{"status": 401}], ProviderAuthError, "401", 2, id="401"),
         pytest.param([{"status": 403}], ProviderAuthError, "403", 2, id="403"),
-        pytest.param([{"status": 429, "retry_after": 0}] * 2, ProviderRateLimitError, "429", 1, id="429"),
+        pytest.param([{"status": 429, "retry_after": 0.01}] * 2, ProviderRateLimitError, "429", 1, id="429"),
         pytest.param([{"status": 529}], ProviderOverloadedError, "529", 0, id="529"),
         pytest.param([{"status": 500}], ProviderOverloadedError, "500", 0, id="500"),
         pytest.param([{"status": 404}], ProviderConfigError, "404", 0, id="404"),
@@ -264,16 +289,18 @@ def test_wrong_key_is_rejected_by_a_keyed_fake() -> None:
 
 
 def test_429_then_success_is_retried_by_the_sdk(fake: FakeAnthropic) -> None:
-    fake.script({"status": 429, "retry_after": 0}, {"text": CODE_REPLY})
+    fake.script({"status": 429, "retry_after": 0.01}, {"text": CODE_REPLY})
     reply = provider_for(fake, max_retries=2).complete(REQUEST)
     assert reply.text == CODE_REPLY
     assert [r["headers"]["x-stainless-retry-count"] for r in fake.requests] == ["0", "1"]
 
 
 def test_rate_limit_error_mentions_retry_after(fake: FakeAnthropic) -> None:
-    fake.script({"status": 429, "retry_after": 0})
-    with pytest.raises(ProviderRateLimitError, match="retry after 0 s"):
-        provider_for(fake).complete(REQUEST)
+    fake.script({"status": 429, "retry_after": 0}, {"status": 429, "retry_after": 0.01})
+    with pytest.raises(ProviderRateLimitError) as info:
+        provider_for(fake, max_retries=1).complete(REQUEST)
+    assert "after 1 retry" in str(info.value)  # the retries the SDK really made
+    assert "retry after 0.01 s" in str(info.value)  # from the last answer's retry-after header
 
 
 def test_cut_stream_delivered_the_pieces_before_the_cut(fake: FakeAnthropic) -> None:
@@ -294,6 +321,13 @@ def test_slow_reply_past_the_timeout(fake: FakeAnthropic) -> None:
     assert isinstance(info.value, TimeoutError)
 
 
+def test_stream_stalling_mid_reply_is_a_timeout(fake: FakeAnthropic) -> None:
+    fake.script({"text": CODE_REPLY, "chunk_size": 8, "chunk_delay": 2.0})
+    with pytest.raises(ProviderTimeoutError, match="rest of the reply") as info:
+        provider_for(fake, timeout=0.5).complete(REQUEST)
+    assert_one_line(str(info.value))
+
+
 def test_slow_reply_within_the_timeout(fake: FakeAnthropic) -> None:
     fake.script({"fault": "slow", "delay": 0.3, "text": "in time"})
     assert provider_for(fake, timeout=5).complete(REQUEST).text == "in time"
@@ -302,7 +336,7 @@ def test_slow_reply_within_the_timeout(fake: FakeAnthropic) -> None:
 def test_nothing_listening_is_unavailable() -> None:
     with FakeAnthropic() as fake:
         base_url = fake.base_url
-    provider = AnthropicProvider(api_key=KEY, base_url=base_url, max_retries=0, timeout=2)
+    provider = make(api_key=KEY, base_url=base_url, max_retries=0, timeout=2)
     with pytest.raises(ProviderUnavailableError) as info:
         provider.complete(REQUEST)
     assert base_url in str(info.value)
@@ -310,7 +344,7 @@ def test_nothing_listening_is_unavailable() -> None:
 
 
 def test_no_api_key_is_a_config_error(fake: FakeAnthropic) -> None:
-    provider = AnthropicProvider(base_url=fake.base_url)  # construction never fails
+    provider = make(base_url=fake.base_url)  # construction never fails
     with pytest.raises(ProviderConfigError) as info:
         provider.complete(REQUEST)
     message = str(info.value)
@@ -397,7 +431,9 @@ def test_stop_does_not_wait_for_a_slow_reply() -> None:
 
 def test_cli_serves_replies_until_terminated(tmp_path: Path) -> None:
     replies = tmp_path / "replies.json"
-    replies.write_text(json.dumps([{"text": "from the cli"}]))
+    replies.write_text(
+        json.dumps({"replies": [{"text": "from the cli"}], "default": {"text": "cli default"}})
+    )
     port_file = tmp_path / "url.txt"
     script = Path(__file__).with_name("fake_anthropic.py")
     proc = subprocess.Popen(
@@ -413,9 +449,12 @@ def test_cli_serves_replies_until_terminated(tmp_path: Path) -> None:
         base_url = port_file.read_text().strip()
         assert base_url.startswith("http://127.0.0.1:")
 
-        provider = AnthropicProvider(api_key=KEY, base_url=base_url, max_retries=0, timeout=5)
+        provider = make(api_key=KEY, base_url=base_url, max_retries=0, timeout=5)
         assert provider.complete(REQUEST).text == "from the cli"
-        assert provider.complete(REQUEST).text == "no scripted reply left"
+        assert provider.complete(REQUEST).text == "cli default"
+        status, body = http_url(base_url, "POST", "/_fake/script", [{"text": "scripted over http"}])
+        assert status == 200 and body["pending"] == 1
+        assert provider.complete(REQUEST).text == "scripted over http"
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0

@@ -155,6 +155,14 @@ class AnthropicProvider:
                 ) from exc
             return self._client
 
+    def close(self) -> None:
+        """Close the SDK client's connections (a later :meth:`complete` opens new ones)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
     # -- the call ----------------------------------------------------------------------------
 
     def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
@@ -220,8 +228,13 @@ class AnthropicProvider:
 
     # -- error translation ---------------------------------------------------------------------
 
-    def _retried(self) -> str:
-        n = self.max_retries
+    @staticmethod
+    def _retried(exc: anthropic.APIError) -> str:
+        """`` after N retries`` when the SDK retried: it stamps each attempt's retry count on the request."""
+        try:
+            n = int(exc.request.headers.get("x-stainless-retry-count", "0"))
+        except (AttributeError, ValueError):
+            return ""
         return f" after {n} {'retry' if n == 1 else 'retries'}" if n > 0 else ""
 
     def _raise_translated(self, exc: Exception, *, received: int | None) -> NoReturn:
@@ -235,13 +248,13 @@ class AnthropicProvider:
             return self._translate_status(exc)
         if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
             return ProviderTimeoutError(
-                f"Anthropic did not answer within {self.timeout:g} s{self._retried()} ({self.base_url})"
+                f"Anthropic did not answer within {self.timeout:g} s{self._retried(exc)} ({self.base_url})"
             )
         if isinstance(exc, anthropic.APIConnectionError):
             cause = exc.__cause__
             why = _describe(cause) if cause is not None else _one_line(exc.message)
             return ProviderUnavailableError(
-                f"could not reach Anthropic at {self.base_url}{self._retried()}: {why}"
+                f"the connection to Anthropic at {self.base_url} failed{self._retried(exc)}: {why}"
             )
         if isinstance(exc, anthropic.APIResponseValidationError):
             return ProviderReplyError(
@@ -293,10 +306,14 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.RateLimitError):
             retry_after = exc.response.headers.get("retry-after")
             hint = f"; the API asks to retry after {retry_after} s" if retry_after else ""
-            return ProviderRateLimitError(f"Anthropic rate limit reached ({detail}){self._retried()}{hint}")
+            return ProviderRateLimitError(
+                f"Anthropic rate limit reached ({detail}){self._retried(exc)}{hint}"
+            )
         if status == 529 or isinstance(exc, anthropic.InternalServerError):
             what = "is overloaded" if status == 529 else "had a server error"
-            return ProviderOverloadedError(f"Anthropic {what} ({detail}){self._retried()}; try again shortly")
+            return ProviderOverloadedError(
+                f"Anthropic {what} ({detail}){self._retried(exc)}; try again shortly"
+            )
         if status == 404:
             return ProviderConfigError(
                 f"Anthropic answered {detail}; check the model name {self.model!r} "

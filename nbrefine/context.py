@@ -1,0 +1,1410 @@
+"""Compact, bounded, secret-free summaries of kernel values for a repair prompt.
+
+A repair prompt is grounded in what the kernel actually holds: the shape of the
+DataFrame, the keys of the dict, the type of the thing that failed. This module turns
+live objects into short text without ever rendering a huge object whole, without being
+derailed by objects whose ``__repr__`` raises or hangs, and without letting secrets
+(environment values, credentials in variables, keys pasted into code) leave the kernel.
+
+Nothing here imports IPython, numpy or pandas: numpy and pandas objects are recognised
+through ``sys.modules`` only when the user has already imported them.
+
+Time limits: :func:`summarize_value` arms a one-shot ``ITIMER_REAL``/``SIGALRM`` timer
+when it runs in the main thread and no other real-time timer is armed (it never
+touches someone else's timer), so even a ``__repr__`` that sleeps is cut off. Otherwise
+it relies on bounded rendering plus a cooperative deadline checked between items.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import inspect
+import math
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import types
+from collections import Counter, deque
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "REDACTED",
+    "Redactor",
+    "ValueSummary",
+    "render_summaries",
+    "summarize_names",
+    "summarize_value",
+]
+
+#: Every redaction marker starts with this, e.g. ``<redacted:env ANTHROPIC_API_KEY>``,
+#: ``<redacted:credential name>``, ``<redacted:secret-like value>``, ``<redacted:known secret>``;
+#: so ``REDACTED in text`` tells whether anything was redacted.
+REDACTED = "<redacted"
+
+_LABEL_CREDENTIAL = "credential name"
+_LABEL_SHAPE = "secret-like value"
+_LABEL_KNOWN = "known secret"
+
+
+def _marker(label: str) -> str:
+    return f"{REDACTED}:{label}>"
+
+
+_CREDENTIAL_MARKER = _marker(_LABEL_CREDENTIAL)
+_MARKER_RE = re.compile(r"(<redacted(?::[^<>\n]{0,120})?>)")
+
+# Rendering limits.
+_TOP_ITEMS = 8  # items shown of a top-level list/tuple/set
+_NESTED_ITEMS = 4  # items shown of a container inside a container
+_MAX_DEPTH = 2  # containers nested deeper than this are shown as [...]
+_DICT_SMALL = 6  # dicts up to this size are shown whole
+_DICT_KEYS = 10  # keys sampled from a big dict (the most items ever iterated)
+_DICT_PREVIEWS = 3  # item previews of a big dict
+_NESTED_STR = 40  # characters of a string inside a container
+_NESTED_REPR = 60  # characters of any other repr inside a container
+_DF_COLUMNS = 20  # columns listed with their dtypes
+_DF_PREVIEW_COLS = 8  # columns in the head(3) preview
+_DF_ROWS = 3
+_SERIES_VALUES = 5
+_ARRAY_FLAT_VALUES = 6
+_REDACT_LOOKAHEAD = 4096  # characters past a cut that are redacted before cutting (top level)
+_NESTED_LOOKAHEAD = 512
+
+
+# --------------------------------------------------------------------------------------
+# Public data
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValueSummary:
+    """The summary of one named value, ready for a prompt."""
+
+    name: str
+    type_name: str
+    text: str  # the summary (already redacted if needed)
+    redacted: bool = False
+
+
+# --------------------------------------------------------------------------------------
+# Time limits
+# --------------------------------------------------------------------------------------
+
+
+class _Timeout(BaseException):
+    """The summary ran out of time.
+
+    A ``BaseException`` so that a ``try: ... except Exception:`` inside the user's own
+    ``__repr__`` cannot swallow it.
+    """
+
+
+class _Alarm:
+    """A one-shot ``ITIMER_REAL`` that raises :class:`_Timeout`, used only when safe.
+
+    Safe means: main thread, ``setitimer`` available, no real-time timer armed by anyone
+    else, and the current SIGALRM handler is one we can restore.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.installed = False
+        self._active = False
+        self._old: Any = None
+
+    def _handler(self, signum: int, frame: types.FrameType | None) -> None:
+        if self._active:
+            self._active = False
+            raise _Timeout
+
+    def start(self) -> None:
+        if not (self.seconds > 0 and math.isfinite(self.seconds)):
+            return
+        if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
+                return  # someone else's timer (pytest-timeout, a user's alarm): leave it alone
+            old = signal.getsignal(signal.SIGALRM)
+        except (OSError, ValueError):
+            return
+        if old is None:  # installed from C: we could not put it back
+            return
+        self._old = old
+        signal.signal(signal.SIGALRM, self._handler)
+        self.installed = True
+        self._active = True
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def stop(self) -> None:
+        try:
+            self._active = False
+        finally:
+            if self.installed:
+                self.installed = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, self._old)
+
+
+class _Ctx:
+    """State of one summary: deadline, recursion guard, redaction hooks."""
+
+    def __init__(self, time_limit_s: float, redactor: Redactor | None) -> None:
+        self.limit = time_limit_s
+        self.deadline = time.monotonic() + time_limit_s if time_limit_s > 0 else math.inf
+        self.timed_out = False
+        self.redactor = redactor
+        self.active: set[int] = set()  # ids of containers being rendered (recursion guard)
+        self.header = ""  # the cheap first part of the summary, kept if time runs out
+        self.libs = _Libs()
+
+    def check(self) -> None:
+        if self.timed_out or time.monotonic() > self.deadline:
+            self.timed_out = True
+            raise _Timeout
+
+    def timeout_note(self) -> str:
+        return f"<timed out after {self.limit:g}s>"
+
+    def redact(self, text: str) -> str:
+        return self.redactor.redact_text(text) if self.redactor is not None else text
+
+    def is_secret_key(self, key: object) -> bool:
+        return self.redactor is not None and type(key) is str and self.redactor.is_secret_name(key)
+
+    def secret_marker(self) -> str:
+        if self.redactor is not None:
+            self.redactor._count(_LABEL_CREDENTIAL)
+        return _CREDENTIAL_MARKER
+
+
+class _Guard:
+    """``with _Guard(ctx, out, "columns"):`` — turn a failure or timeout of one section into a note."""
+
+    def __init__(self, ctx: _Ctx, out: list[str], what: str) -> None:
+        self.ctx = ctx
+        self.out = out
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: object) -> bool:
+        if et is None or ev is None:
+            return False
+        if isinstance(ev, _Timeout):
+            self.ctx.timed_out = True
+            self.out.append(self.ctx.timeout_note())
+            return True
+        if isinstance(ev, Exception):
+            self.out.append(f"<{self.what} failed: {_exc_text(self.ctx, ev)}>")
+            return True
+        return False
+
+
+# --------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------
+
+
+def _clip(text: str, max_chars: int) -> str:
+    """``text`` cut to at most ``max_chars`` characters, with a visible ``…[+N chars]`` marker."""
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 0:
+        return ""
+    keep = max_chars - len(f"…[+{len(text)} chars]")
+    if keep < 1:
+        return text[:max_chars]
+    # Do not cut a redaction marker in half.
+    start = text.rfind(REDACTED, 0, keep)
+    if start != -1 and text.find(">", start) >= keep:
+        keep = start
+    return f"{text[:keep]}…[+{len(text) - keep} chars]"
+
+
+def _type_name(value: object) -> str:
+    try:
+        name = type(value).__name__
+    except Exception:
+        return "object"
+    return name if isinstance(name, str) else "object"
+
+
+def _qualname(obj: object) -> str:
+    try:
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    except Exception:
+        name = None
+    return name if isinstance(name, str) else "?"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip()) if "\n" in text else text
+
+
+def _exc_text(ctx: _Ctx, exc: BaseException) -> str:
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<unprintable message>"
+    message = _clip(_one_line(ctx.redact(message[:400])), 120)
+    return f"{_type_name(exc)}: {message}" if message else _type_name(exc)
+
+
+def _type_attr(module: object, name: str) -> type | None:
+    if module is None:
+        return None
+    try:
+        attr = getattr(module, name, None)
+    except Exception:
+        return None
+    return attr if isinstance(attr, type) else None
+
+
+class _Libs:
+    """numpy / pandas types, only if the user already imported those libraries."""
+
+    def __init__(self) -> None:
+        np = sys.modules.get("numpy")
+        pd = sys.modules.get("pandas")
+        self.np: Any = np
+        self.ndarray = _type_attr(np, "ndarray")
+        self.np_generic = _type_attr(np, "generic")
+        self.DataFrame = _type_attr(pd, "DataFrame")
+        self.Series = _type_attr(pd, "Series")
+        self.Index = _type_attr(pd, "Index")
+        self.RangeIndex = _type_attr(pd, "RangeIndex")
+        self.MultiIndex = _type_attr(pd, "MultiIndex")
+
+
+def _is(t: type, cls: type | None) -> bool:
+    return cls is not None and issubclass(t, cls)
+
+
+def _namedtuple_fields(t: type) -> tuple[str, ...] | None:
+    if not issubclass(t, tuple):
+        return None
+    fields = t.__dict__.get("_fields") or getattr(t, "_fields", None)
+    if isinstance(fields, tuple) and all(isinstance(f, str) for f in fields):
+        return fields
+    return None
+
+
+def _dataclass_fields(t: type) -> list[str] | None:
+    if not dataclasses.is_dataclass(t):
+        return None
+    params = getattr(t, "__dataclass_params__", None)
+    if params is None or not getattr(params, "repr", False):
+        return None
+    try:
+        return [f.name for f in dataclasses.fields(t) if f.repr]
+    except TypeError:
+        return None
+
+
+_CONTAINER_BRACKETS: tuple[tuple[type, str, str], ...] = (
+    (list, "[", "]"),
+    (tuple, "(", ")"),
+    (deque, "[", "]"),
+    (set, "{", "}"),
+    (frozenset, "{", "}"),
+    (KeysView, "[", "]"),
+    (ValuesView, "[", "]"),
+    (ItemsView, "[", "]"),
+    (AbstractSet, "{", "}"),
+    (Sequence, "[", "]"),
+)
+
+
+def _brackets(t: type) -> tuple[str, str] | None:
+    """Brackets for iterable containers that are safe to sample (not str/bytes/range/iterators)."""
+    if issubclass(t, (str, bytes, bytearray, memoryview, range)):
+        return None
+    for cls, opening, closing in _CONTAINER_BRACKETS:
+        if issubclass(t, cls):
+            return opening, closing
+    return None
+
+
+def _take(ctx: _Ctx, make_iter: Callable[[], Iterator[Any]], limit: int) -> tuple[list[Any], str | None]:
+    """At most ``limit`` items from a fresh iterator, and a note if iteration failed or timed out."""
+    out: list[Any] = []
+    try:
+        ctx.check()
+        iterator = make_iter()
+        for _ in range(limit):
+            ctx.check()
+            try:
+                out.append(next(iterator))
+            except StopIteration:
+                break
+    except _Timeout:
+        ctx.timed_out = True
+        return out, ctx.timeout_note()
+    except Exception as exc:
+        return out, f"<iteration failed: {_exc_text(ctx, exc)}>"
+    return out, None
+
+
+def _safe_len(ctx: _Ctx, value: object) -> int | None:
+    try:
+        ctx.check()
+        n = len(value)  # type: ignore[arg-type]
+    except _Timeout:
+        ctx.timed_out = True
+        return None
+    except Exception:
+        return None
+    return n if isinstance(n, int) else None
+
+
+def _join_bounded(parts: Iterable[str], budget: int) -> tuple[str, int, bool]:
+    """Join rendered items with ', ' until ``budget`` characters.
+
+    Returns the text, how many items it holds, and whether every item fit. Items are
+    pulled lazily, so nothing past the budget is rendered.
+    """
+    out: list[str] = []
+    used = 0
+    for part in parts:
+        if out and used + len(part) + 2 > budget:
+            return ", ".join(out), len(out), False
+        out.append(part)
+        used += len(part) + 2
+    return ", ".join(out), len(out), True
+
+
+def _lookahead(ctx: _Ctx, lookahead: int) -> int:
+    if ctx.redactor is None:
+        return 0
+    return max(lookahead, ctx.redactor._longest_value + 1)
+
+
+def _redacted_head(ctx: _Ctx, text: str, head: int, lookahead: int) -> tuple[str, int]:
+    """The first ``head`` characters of ``text`` after redaction, and how many are left out.
+
+    Redaction runs on a window reaching ``lookahead`` characters past the cut, so a secret
+    straddling the cut is replaced whole rather than shown in part. The count is exact
+    when the window covers the whole text and in characters of the original otherwise.
+    """
+    if ctx.redactor is None:
+        return text[:head], max(0, len(text) - head)
+    window = text[: head + _lookahead(ctx, lookahead)]
+    redacted = ctx.redact(window)
+    if len(window) == len(text):
+        return redacted[:head], max(0, len(redacted) - head)
+    return redacted[:head], max(1, len(text) - head)
+
+
+# --------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------
+
+
+def _str_like(ctx: _Ctx, value: str | bytes | bytearray, budget: int, lookahead: int) -> str:
+    """``'head'…[+N chars]`` with the head redacted and sized so the repr fits ``budget``."""
+    is_str = isinstance(value, str)
+    head_len = max(1, budget)
+    if is_str:
+        source = str(value)
+    else:
+        # Bytes are redacted as latin-1 text (one character per byte), then shown as bytes.
+        assert not isinstance(value, str)
+        source = bytes(value[: head_len + _lookahead(ctx, lookahead) + 1]).decode("latin-1")
+    while True:
+        head, omitted = _redacted_head(ctx, source, head_len, lookahead)
+        if not is_str:
+            omitted = len(value) - len(source) + omitted if len(source) < len(value) else omitted
+        shown = repr(head) if is_str else repr(head.encode("latin-1", "replace"))
+        if not omitted:
+            return shown
+        marker = f"…[+{omitted} chars]"
+        if len(shown) + len(marker) <= budget or head_len <= 1:
+            return shown + marker
+        head_len = max(1, head_len - (len(shown) + len(marker) - budget))
+
+
+def _int_text(value: int) -> str:
+    bits = value.bit_length()
+    if bits > 256:
+        digits = int(bits * math.log10(2)) + 1
+        if digits > 4000:
+            return f"<int with ~{digits} digits>"
+        text = int.__repr__(value)
+        return f"{text[:20]}…{text[-6:]} ({len(text)} digits)"
+    return int.__repr__(value)
+
+
+def _safe_repr(ctx: _Ctx, value: object, budget: int, lookahead: int) -> str:
+    if ctx.timed_out:
+        return "…"
+    try:
+        ctx.check()
+        text = repr(value)
+    except _Timeout:
+        ctx.timed_out = True
+        return f"<repr {ctx.timeout_note()[1:]}"
+    except Exception as exc:
+        return f"<repr failed: {_exc_text(ctx, exc)}>"
+    if not isinstance(text, str):
+        return "<repr failed: not a string>"
+    head, omitted = _redacted_head(ctx, text, budget, lookahead)
+    return head[: max(1, budget - 1)] + "…" if omitted else head
+
+
+def _signature(ctx: _Ctx, fn: object) -> str:
+    """``(x, y=1)`` with defaults rendered boundedly; ``(…)`` when there is no signature."""
+    try:
+        ctx.check()
+        sig = inspect.signature(fn)  # type: ignore[arg-type]
+        params = []
+        for param in sig.parameters.values():
+            if param.default is not inspect.Parameter.empty:
+                param = param.replace(default=_Raw(_nested(ctx, param.default, _MAX_DEPTH)))
+            params.append(param)
+        text = str(sig.replace(parameters=params))
+    except _Timeout:
+        ctx.timed_out = True
+        return "(…)"
+    except Exception:
+        return "(…)"
+    return ctx.redact(text)
+
+
+class _Raw:
+    """An object whose repr is the given text (for pre-rendered signature defaults)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _callable_text(ctx: _Ctx, value: object, t: type, nested: bool) -> str | None:
+    """Descriptions of modules, functions, classes, generators; None for anything else."""
+    if issubclass(t, types.ModuleType):
+        assert isinstance(value, types.ModuleType)
+        name = value.__dict__.get("__name__")
+        name = name if isinstance(name, str) else "?"
+        return f"<module {name}>" if nested else f"module {name}"
+    if issubclass(t, type):
+        assert isinstance(value, type)
+        name = _qualname(value)
+        module = value.__dict__.get("__module__")
+        if isinstance(module, str) and module not in ("builtins", "__main__"):
+            name = f"{module}.{name}"
+        return f"<class {name}>" if nested else f"class {name}{_signature(ctx, value)}"
+    kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
+        (types.FunctionType, "function"),
+        ((types.BuiltinFunctionType, types.BuiltinMethodType), "builtin"),
+        (types.MethodType, "method"),
+    )
+    for cls, kind in kinds:
+        if issubclass(t, cls):
+            name = _qualname(value)
+            return f"<{kind} {name}>" if nested else f"{kind} {name}{_signature(ctx, value)}"
+    states: tuple[tuple[type, str, Callable[[Any], str] | None], ...] = (
+        (types.GeneratorType, "generator", inspect.getgeneratorstate),
+        (types.CoroutineType, "coroutine", inspect.getcoroutinestate),
+        (types.AsyncGeneratorType, "async_generator", None),
+    )
+    for cls, kind, get_state in states:
+        if issubclass(t, cls):
+            name = _qualname(value)
+            if nested:
+                return f"<{kind} {name}>"
+            state = ""
+            if get_state is not None:
+                try:
+                    state = f" ({get_state(value).removeprefix('GEN_').removeprefix('CORO_').lower()})"
+                except Exception:
+                    state = ""
+            return f"{kind} {name}{state} (not consumed)"
+    return None
+
+
+def _nested(ctx: _Ctx, value: object, depth: int) -> str:
+    """A compact one-line rendering of an item inside a container (reprlib-like)."""
+    if ctx.timed_out:
+        return "…"
+    t = type(value)
+    if value is None or t is bool or t is float or t is complex:
+        return repr(value)
+    if t is int:
+        return _int_text(value)  # type: ignore[arg-type]
+    if issubclass(t, (str, bytes, bytearray)):
+        return _one_line(_str_like(ctx, value, _NESTED_STR, _NESTED_LOOKAHEAD))  # type: ignore[arg-type]
+    described = _described_lib_object(ctx, ctx.libs, value, t)
+    if described is not None:
+        return described
+    described = _callable_text(ctx, value, t, nested=True)
+    if described is not None:
+        return described
+    if id(value) in ctx.active:
+        return "[...]" if issubclass(t, list) else "{...}" if issubclass(t, (dict, Mapping)) else "(...)"
+    fields = _namedtuple_fields(t) or _dataclass_fields(t)
+    if fields is not None:
+        if depth >= _MAX_DEPTH:
+            return f"{_qualname(t)}(...)"
+        return _record(ctx, value, t, fields, depth + 1, _NESTED_ITEMS, 4 * _NESTED_REPR)
+    if issubclass(t, Mapping):
+        if depth >= _MAX_DEPTH:
+            return "{...}"
+        return _mapping_body(ctx, value, depth + 1, _NESTED_ITEMS, 4 * _NESTED_REPR)  # type: ignore[arg-type]
+    brackets = _brackets(t)
+    if brackets is not None:
+        opening, closing = brackets
+        if depth >= _MAX_DEPTH:
+            return f"{opening}...{closing}"
+        return _sequence_body(ctx, value, opening, closing, depth + 1, _NESTED_ITEMS, 4 * _NESTED_REPR)
+    if _default_repr(t):
+        return f"<{_qualname(t)} object>"
+    return _one_line(_safe_repr(ctx, value, _NESTED_REPR, _NESTED_LOOKAHEAD))
+
+
+def _default_repr(t: type) -> bool:
+    try:
+        return bool(getattr(t, "__repr__", None) is object.__repr__)
+    except Exception:
+        return False
+
+
+def _sequence_body(
+    ctx: _Ctx, value: object, opening: str, closing: str, depth: int, limit: int, budget: int
+) -> str:
+    """``[a, b, c, ...]`` of at most ``limit`` items, rendered one level deeper."""
+    n = _safe_len(ctx, value)
+    items, problem = _take(ctx, lambda: iter(value), limit)  # type: ignore[call-overload]
+    ctx.active.add(id(value))
+    try:
+        rendered = (_nested(ctx, item, depth) for item in items)
+        body, _, complete = _join_bounded(rendered, budget)
+    finally:
+        ctx.active.discard(id(value))
+    extra = []
+    if problem is not None:
+        extra.append(problem)
+    elif not complete or (n is not None and n > len(items)) or (n is None and len(items) == limit):
+        extra.append("...")
+    if extra:
+        body = ", ".join([body, *extra]) if body else ", ".join(extra)
+    if opening == "(" and n == 1 and not extra:
+        body += ","
+    return f"{opening}{body}{closing}"
+
+
+def _mapping_body(ctx: _Ctx, value: Mapping[Any, Any], depth: int, limit: int, budget: int) -> str:
+    """``{k: v, ...}`` of at most ``limit`` items; values under secret-named keys are redacted."""
+    n = _safe_len(ctx, value)
+    pairs, problem = _take(ctx, lambda: iter(value.items()), limit)
+    ctx.active.add(id(value))
+    try:
+        rendered = (_pair(ctx, pair, depth) for pair in pairs)
+        body, _, complete = _join_bounded(rendered, budget)
+    finally:
+        ctx.active.discard(id(value))
+    if problem is not None:
+        body = f"{body}, {problem}" if body else problem
+    elif not complete or (n is not None and n > len(pairs)):
+        body = f"{body}, ..." if body else "..."
+    return "{" + body + "}"
+
+
+def _pair(ctx: _Ctx, pair: object, depth: int) -> str:
+    if not (isinstance(pair, tuple) and len(pair) == 2):
+        return _nested(ctx, pair, depth)
+    key, val = pair
+    shown = ctx.secret_marker() if ctx.is_secret_key(key) else _nested(ctx, val, depth)
+    return f"{_nested(ctx, key, depth)}: {shown}"
+
+
+def _record(
+    ctx: _Ctx, value: object, t: type, fields: Sequence[str], depth: int, limit: int, budget: int
+) -> str:
+    """``Name(a=1, b=2)`` for namedtuples and dataclasses, fields read without running reprs."""
+    parts: list[str] = []
+    for name in fields[:limit]:
+        if ctx.timed_out:
+            break
+        if ctx.is_secret_key(name):
+            parts.append(f"{name}={ctx.secret_marker()}")
+            continue
+        try:
+            ctx.check()
+            field_value = getattr(value, name)
+        except _Timeout:
+            ctx.timed_out = True
+            parts.append(ctx.timeout_note())
+            break
+        except Exception as exc:
+            parts.append(f"{name}=<failed: {_exc_text(ctx, exc)}>")
+            continue
+        parts.append(f"{name}={_nested(ctx, field_value, depth)}")
+    body, _, complete = _join_bounded(parts, budget)
+    if not complete or len(fields) > limit:
+        body += ", ..."
+    return f"{_qualname(t)}({body})"
+
+
+# ---- numpy / pandas ------------------------------------------------------------------
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def _array_preview(ctx: _Ctx, arr: Any) -> str:
+    """A tiny preview through numpy's own summarising formatter: only edge items are formatted."""
+    np = ctx.libs.np
+    ctx.check()
+    if arr.size == 0:
+        return "[]"
+    if arr.ndim <= 3:
+        text = np.array2string(
+            arr,
+            max_line_width=200,
+            precision=6,
+            threshold=20,
+            edgeitems=3 if arr.ndim == 1 else 2,
+            separator=", ",
+        )
+        return _one_line(ctx.redact(str(text)))
+    # More dimensions: even 2 edge items per axis multiply up, so show the first few values.
+    first = np.asarray(arr.flat[:_ARRAY_FLAT_VALUES])
+    text = np.array2string(first, precision=6, separator=", ")
+    return "first values: " + _one_line(ctx.redact(str(text)))[:-1] + ", ...]"
+
+
+def _ndarray_text(ctx: _Ctx, arr: Any) -> str:
+    out: list[str] = []
+    ok = False
+    with _Guard(ctx, out, "shape"):
+        ctx.check()
+        head = f"{_type_name(arr)} shape={tuple(arr.shape)} dtype={arr.dtype}"
+        nbytes = int(arr.nbytes)
+        if nbytes >= 1 << 20:
+            head += f" ({_human_bytes(nbytes)})"
+        ctx.header = head
+        out.append(head)
+        ok = True
+    if ok:
+        with _Guard(ctx, out, "preview"):
+            out.append(_array_preview(ctx, arr))
+    return " ".join(out)
+
+
+def _dataframe_text(ctx: _Ctx, df: Any, budget: int) -> str:
+    lines: list[str] = []
+    nrows = ncols = 0
+    with _Guard(ctx, lines, "shape"):
+        ctx.check()
+        nrows, ncols = (int(n) for n in df.shape)
+        ctx.header = f"{_type_name(df)} {nrows} rows × {ncols} columns"
+        lines.append(ctx.header)
+    if len(lines) != 1 or ctx.header.startswith("<"):
+        return " ".join([_type_name(df), *lines])
+    small: Any = None
+    with _Guard(ctx, lines, "columns"):
+        ctx.check()
+        small = df.iloc[:_DF_ROWS, :_DF_COLUMNS]
+        cols = (
+            f"{_one_line(_clip(ctx.redact(str(name)), 40))}: {dtype}" for name, dtype in small.dtypes.items()
+        )
+        text, shown, _ = _join_bounded(cols, max(60, budget // 3))
+        if ncols > shown:
+            text += f", … (+{ncols - shown} more)"
+        lines.append(f"columns: {text}")
+    if not ctx.timed_out and _type_name(df.index) != "RangeIndex":
+        with _Guard(ctx, lines, "index"):
+            lines.append(f"index: {_index_text(ctx, df.index)}")
+    if small is not None and nrows and not ctx.timed_out:
+        with _Guard(ctx, lines, "preview"):
+            ctx.check()
+            preview = small.iloc[:, :_DF_PREVIEW_COLS]
+            secret_cols = [i for i, c in enumerate(preview.columns) if ctx.is_secret_key(c)]
+            if secret_cols:
+                preview = preview.copy()  # a 3-row copy; the user's frame is never touched
+                for i in secret_cols:
+                    preview.isetitem(i, [ctx.secret_marker()] * len(preview))
+            table = ctx.redact(str(preview.to_string(max_colwidth=24, show_dimensions=False)))
+            rows = table.splitlines()
+            used = sum(len(line) + 1 for line in lines)
+            width = max(24, (budget - used) // max(1, len(rows)) - 1)
+            lines.extend(_clip(row.rstrip(), width) for row in rows)
+    return "\n".join(lines)
+
+
+def _index_text(ctx: _Ctx, index: Any) -> str:
+    ctx.check()
+    libs = ctx.libs
+    tname = _type_name(index)
+    if _is(type(index), libs.RangeIndex):
+        return f"{tname}(start={index.start}, stop={index.stop}, step={index.step})"
+    n = len(index)
+    head = f"{tname} len {n} dtype {index.dtype}"
+    if _is(type(index), libs.MultiIndex):
+        head += f", {index.nlevels} levels, names {_nested(ctx, list(index.names), 1)}"
+    values, problem = _take(ctx, lambda: iter(index[:_SERIES_VALUES].tolist()), _SERIES_VALUES)
+    body, shown, complete = _join_bounded((_nested(ctx, v, 1) for v in values), 4 * _NESTED_REPR)
+    more = f", {problem}" if problem else ", ..." if not complete or n > shown else ""
+    return f"{head}; first: [{body}{more}]"
+
+
+def _series_text(ctx: _Ctx, series: Any, budget: int) -> str:
+    out: list[str] = []
+    ok = False
+    n = 0
+    with _Guard(ctx, out, "shape"):
+        ctx.check()
+        name = series.name
+        n = len(series)
+        label = "" if name is None else f" {_nested(ctx, name, _MAX_DEPTH)}"
+        ctx.header = f"{_type_name(series)}{label} len {n} dtype {series.dtype}"
+        out.append(ctx.header)
+        ok = True
+    if not ok:
+        return " ".join([_type_name(series), *out])
+    with _Guard(ctx, out, "values"):
+        ctx.check()
+        if ctx.is_secret_key(name):
+            out.append(f"values: {ctx.secret_marker()}")
+        else:
+            head = series.iloc[:_SERIES_VALUES]
+            values = head.tolist()
+            if _is(type(series.index), ctx.libs.RangeIndex):
+                rendered = [_nested(ctx, v, 1) for v in values]
+            else:
+                labels = head.index.tolist()
+                rendered = [
+                    f"{_nested(ctx, k, 1)}: {_nested(ctx, v, 1)}"
+                    for k, v in zip(labels, values, strict=False)
+                ]
+            body, shown, complete = _join_bounded(rendered, max(40, budget - len(ctx.header) - 12))
+            more = ", ..." if not complete or n > shown else ""
+            out.append(f"first: [{body}{more}]")
+    return " ".join(out)
+
+
+def _described_lib_object(ctx: _Ctx, libs: _Libs, value: Any, t: type) -> str | None:
+    """Compact descriptions of numpy/pandas objects inside containers, or None."""
+    if libs.np is None and libs.DataFrame is None:
+        return None
+    try:
+        if _is(t, libs.ndarray):
+            if value.size <= 8 and value.ndim <= 1:
+                return f"{_type_name(value)}({_array_preview(ctx, value)}, dtype={value.dtype})"
+            return f"{_type_name(value)}(shape={tuple(value.shape)}, dtype={value.dtype})"
+        if _is(t, libs.np_generic):
+            return f"{_type_name(value)}({_clip(ctx.redact(str(value)), _NESTED_REPR)})"
+        if _is(t, libs.DataFrame):
+            rows, cols = value.shape
+            return f"<{_type_name(value)} {rows} rows × {cols} columns>"
+        if _is(t, libs.Series):
+            name = _nested(ctx, value.name, _MAX_DEPTH)
+            return f"<{_type_name(value)} {name} len {len(value)} dtype {value.dtype}>"
+        if _is(t, libs.Index):
+            return f"<{_index_text(ctx, value)}>"
+    except _Timeout:
+        ctx.timed_out = True
+        return f"<{_type_name(value)} {ctx.timeout_note()[1:]}"
+    except Exception as exc:
+        return f"<{_type_name(value)}: {_exc_text(ctx, exc)}>"
+    return None
+
+
+# ---- top level -----------------------------------------------------------------------
+
+
+def _top(ctx: _Ctx, value: object, budget: int) -> str:
+    t = type(value)
+    tname = _type_name(value)
+    ctx.header = tname
+    if value is None:
+        return "None"
+    if t is bool:
+        return f"bool {value}"
+    if issubclass(t, (str, bytes, bytearray)):
+        head = f"{tname} (len {len(value)})"  # type: ignore[arg-type]
+        ctx.header = head
+        return f"{head} {_str_like(ctx, value, budget - len(head) - 1, _REDACT_LOOKAHEAD)}"  # type: ignore[arg-type]
+    libs = ctx.libs
+    if _is(t, libs.ndarray):
+        return _ndarray_text(ctx, value)
+    if _is(t, libs.np_generic):
+        out = [tname]
+        with _Guard(ctx, out, "value"):
+            ctx.check()
+            out.append(_clip(ctx.redact(str(value)), budget))
+        return " ".join(out)
+    if _is(t, libs.DataFrame):
+        return _dataframe_text(ctx, value, budget)
+    if _is(t, libs.Series):
+        return _series_text(ctx, value, budget)
+    if _is(t, libs.Index):
+        out = []
+        with _Guard(ctx, out, "index"):
+            out.append(_index_text(ctx, value))
+        return " ".join(out)
+    if t is int:
+        return f"int {_int_text(value)}"  # type: ignore[arg-type]
+    if t is float or t is complex:
+        return f"{tname} {value!r}"
+    described = _callable_text(ctx, value, t, nested=False)
+    if described is not None:
+        return described
+    fields = _namedtuple_fields(t)
+    if fields is not None:
+        return f"namedtuple {_record(ctx, value, t, fields, 1, _TOP_ITEMS, budget)}"
+    dc_fields = _dataclass_fields(t)
+    if dc_fields is not None:
+        return f"dataclass {_record(ctx, value, t, dc_fields, 1, _TOP_ITEMS, budget)}"
+    if issubclass(t, Mapping):
+        return _mapping_top(ctx, value, tname, budget)  # type: ignore[arg-type]
+    brackets = _brackets(t)
+    if brackets is not None:
+        n = _safe_len(ctx, value)
+        head = f"{tname} (len {n if n is not None else '?'}"
+        if issubclass(t, deque):
+            maxlen = value.maxlen  # type: ignore[attr-defined]
+            if maxlen is not None:
+                head += f", maxlen {maxlen}"
+        head += ")"
+        ctx.header = head
+        return f"{head} {_sequence_body(ctx, value, *brackets, 1, _TOP_ITEMS, budget - len(head))}"
+    return _object_top(ctx, value, t, tname, budget)
+
+
+def _mapping_top(ctx: _Ctx, value: Mapping[Any, Any], tname: str, budget: int) -> str:
+    n = _safe_len(ctx, value)
+    head = f"{tname} (len {n if n is not None else '?'})"
+    ctx.header = head
+    if n is not None and n <= _DICT_SMALL:
+        return f"{head} {_mapping_body(ctx, value, 1, _DICT_SMALL, budget - len(head))}"
+    keys, problem = _take(ctx, lambda: iter(value.keys()), _DICT_KEYS)
+    ctx.active.add(id(value))
+    try:
+        sample, shown, complete = _join_bounded((_nested(ctx, k, 1) for k in keys), max(60, budget // 2))
+        if problem is not None:
+            sample = f"{sample}, {problem}" if sample else problem
+        elif not complete or n is None or n > shown:
+            sample = f"{sample}, ..." if sample else "..."
+        text = f"{head} keys sample: [{sample}]"
+        if problem is None and not ctx.timed_out:
+            previews = _mapping_body(ctx, value, 1, _DICT_PREVIEWS, max(40, budget - len(text) - 10))
+            text += f"; items: {previews}"
+    finally:
+        ctx.active.discard(id(value))
+    return text
+
+
+def _object_top(ctx: _Ctx, value: object, t: type, tname: str, budget: int) -> str:
+    if _default_repr(t):
+        # `<Foo object at 0x…>` says nothing: show the instance attributes instead.
+        try:
+            attrs = object.__getattribute__(value, "__dict__")
+        except Exception:
+            attrs = None
+        if isinstance(attrs, dict) and attrs:
+            items, _ = _take(ctx, lambda: iter(attrs.items()), _TOP_ITEMS)
+            rendered = (
+                f"{k}={ctx.secret_marker() if ctx.is_secret_key(k) else _nested(ctx, v, 1)}" for k, v in items
+            )
+            body, shown, complete = _join_bounded(rendered, budget)
+            more = ", ..." if not complete or len(attrs) > shown else ""
+            return f"{tname} object; attributes: {body}{more}"
+        return f"{tname} object"
+    return f"{tname} {_safe_repr(ctx, value, budget, _REDACT_LOOKAHEAD)}"
+
+
+def _summarize(value: object, max_chars: int, time_limit_s: float, redactor: Redactor | None) -> str:
+    max_chars = max(1, max_chars)
+    ctx = _Ctx(time_limit_s, redactor)
+    alarm = _Alarm(time_limit_s)
+    text: str | None = None
+    try:
+        try:
+            alarm.start()
+            text = _top(ctx, value, max_chars)
+        finally:
+            alarm.stop()
+    except _Timeout:
+        ctx.timed_out = True
+    if text is None:
+        text = f"{ctx.header} {ctx.timeout_note()}"
+    elif ctx.timed_out and "timed out" not in text:
+        text = f"{text} {ctx.timeout_note()}"
+    if ctx.timed_out:
+        note = ctx.timeout_note()
+        if len(text) > max_chars and note in text:
+            # Keep the note visible even when the summary has to be cut.
+            return _clip(text.replace(note, ""), max_chars - len(note) - 1) + " " + note
+    return _clip(text, max_chars)
+
+
+def summarize_value(value: object, *, max_chars: int = 300, time_limit_s: float = 0.2) -> str:
+    """A compact, typed, one-or-few-line summary of ``value`` for a prompt.
+
+    Never longer than ``max_chars`` (cut with a visible ``…[+N chars]`` marker); never
+    renders a huge object whole (at most ~10 items of a container are iterated, numpy
+    and pandas objects are previewed through their own summarising formatters);
+    survives objects whose ``__repr__``/``__len__``/attributes raise (shown as e.g.
+    ``<repr failed: ValueError: ...>``) and, when a timer can be used, ones that hang
+    (``<repr timed out after 0.2s>``). Generators and iterators are never consumed.
+    No redaction is done here: see :meth:`Redactor.summarize`.
+    """
+    return _summarize(value, max_chars, time_limit_s, None)
+
+
+# --------------------------------------------------------------------------------------
+# Redaction
+# --------------------------------------------------------------------------------------
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Words that make a name a credential name on their own (compared with word parts).
+_SECRET_WORDS = _wordset(
+    """
+    token secret secrets password passwords passwd pwd passphrase passkey credential credentials creds
+    auth oauth bearer cookie cookies authorization apikey apikeys accesskey secretkey privatekey privkey
+    sessionkey authtoken accesstoken refreshtoken clientsecret sessionid
+    """
+)
+# A word part ending like this is a credential word too ("githubtoken", "dbpassword").
+_SECRET_SUFFIXES = ("password", "passwd", "secret", "token", "apikey", "accesskey", "secretkey", "privatekey")
+# "key"/"keys"/"tokens"/"id" are credentials only right after one of these words
+# ("api_key", "privateKey", "access_tokens", "session_id"; not "key", "sort_key", "tokens").
+_KEY_QUALIFIERS = _wordset(
+    """
+    api private priv access secret session auth client signing encryption master license ssh gpg pgp
+    service account app consumer subscription admin bot webhook openai anthropic aws gcp azure stripe
+    github slack hf deploy x
+    """
+)
+_QUALIFIED = {
+    "key": _KEY_QUALIFIERS,
+    "keys": _KEY_QUALIFIERS,
+    "tokens": _wordset("access refresh auth api bearer session oauth github id"),
+    "id": frozenset({"session"}),
+}
+# Words that mark a name as *about* a credential rather than holding one ("max_token", "token_ids",
+# "password_length", "auth_url", "secret_name").
+_NEUTRAL_WORDS = _wordset(
+    """
+    n num number max min count counts len length limit limits size ids idx index indices type types
+    usage budget url uri endpoint file path dir env var name names field fields prompt policy expiry
+    expires expiration ttl timeout required enabled method mode scope scopes hint format pattern regex
+    label placeholder column col kind position pos offset offsets mask masks embedding embeddings
+    """
+)
+_WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+_TRIVIAL_ENV_VALUES = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off", "none", "null"})
+
+# Shapes of real credentials. Hex strings (git SHAs, checksums) and UUIDs are deliberately not
+# matched: they are everywhere in ordinary output and are rarely credentials on their own.
+_B = r"(?<![A-Za-z0-9_\-])"  # token start boundary
+_E = r"(?![A-Za-z0-9_\-])"  # token end boundary
+_SHAPES_RE = re.compile(
+    "|".join(
+        [
+            r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
+            r"(?:[\s\S]{0,20000}?-----END[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
+            r"|(?:[A-Za-z0-9+/=\s]|\\[nr])*)",
+            _B + r"sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{20,}",
+            _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
+            _B + r"gh[pousr]_[A-Za-z0-9]{30,}",
+            _B + r"github_pat_[A-Za-z0-9_]{22,}",
+            _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}",
+            r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])",
+            _B + r"AIza[0-9A-Za-z_\-]{35}",
+            _B + r"hf_[A-Za-z0-9]{30,}",
+            _B + r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E,
+        ]
+    )
+)
+_BEARER_RE = re.compile(r"(?i:\bbearer)\s+(?P<tok>[A-Za-z0-9\-._~+/]{16,}=*)")
+_URL_PASSWORD_RE = re.compile(
+    r"(?P<pre>\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@'\"<>]{1,100}:)(?P<pw>[^/\s@'\"<>]{1,200})@"
+)
+_CANDIDATE_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{32,}(?![A-Za-z0-9+/=_\-])")
+_HEX_RE = re.compile(r"[0-9a-fA-F\-_]+")
+
+_LIT = (
+    r"(?P<pre>[rRbBuUfF]{0,2})"
+    r"(?:(?P<q3>'''|\"\"\")(?P<b3>[\s\S]{0,5000}?)(?P=q3)|(?P<q1>['\"])(?P<b1>(?:\\.|(?!(?P=q1))[^\\\n]){0,5000})(?P=q1))"
+)
+# `name = "lit"`, `name: str = "lit"`, `f(name="lit")`, `name == "lit"`, `obj.name = "lit"`
+_ASSIGN_RE = re.compile(
+    r"(?<![\w])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})\s*(?::\s*[\w.\[\], |]{1,60}?\s*)?(?::=|[!=]=|=)\s*"
+    + _LIT
+)
+# `"name": "lit"` (dict literals, JSON), `["name"] = "lit"` (subscript assignment)
+_KEYED_RE = re.compile(r"(?P<kq>['\"])(?P<name>[A-Za-z_][\w\-. ]{0,80})(?P=kq)\s*(?::|\]\s*=)\s*" + _LIT)
+# `name = ("user", "lit")` — e.g. requests' auth tuples: every literal of the tuple
+_TUPLE_RE = re.compile(
+    r"(?<![\w])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})\s*=\s*\(\s*"
+    r"(?P<items>(?:[rRbBuU]{0,2}(?:'[^'\\\n]{0,500}'|\"[^\"\\\n]{0,500}\")\s*,\s*){1,3}"
+    r"[rRbBuU]{0,2}(?:'[^'\\\n]{0,500}'|\"[^\"\\\n]{0,500}\"))\s*,?\s*\)"
+)
+_TUPLE_ITEM_RE = re.compile(r"(?P<pre>[rRbBuU]{0,2})(?P<q>['\"])(?P<b>[^'\"\\\n]*)(?P=q)")
+# `%env NAME=value`, `%set_env NAME value`, `export NAME=value`
+_SHELL_RE = re.compile(
+    r"(?P<pre>(?:%env|%set_env|\bexport|\bset)\s+(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})(?:\s*=\s*|\s+))"
+    r"(?P<val>['\"]?[^\s'\"]+['\"]?)"
+)
+# HTTP header lines: `Authorization: Basic dXNlcjpwYXNz`
+_HEADER_RE = re.compile(
+    r"(?m)^(?P<pre>[ \t]*(?:Authorization|Cookie|(?i:proxy-authorization|set-cookie|x-api-key|api-key))"
+    r"[ \t]*:[ \t]*)(?P<val>\S[^\n]*)$"
+)
+
+
+def _entropy(text: str) -> float:
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+
+
+def _random_token(tok: str) -> bool:
+    """A long token that looks machine-generated rather than like a word, path or identifier."""
+    if len(tok) < 32 or _HEX_RE.fullmatch(tok):
+        return False
+    letters = sum(ch.isalpha() for ch in tok)
+    digits = sum(ch.isdigit() for ch in tok)
+    if not letters or not digits or letters < len(tok) // 4:
+        return False
+    separators = len(tok) - letters - digits
+    if separators > max(2, len(tok) // 10):
+        return False  # paths, snake_case identifiers, dates
+    digit_runs = len(re.findall(r"[0-9]+", tok))
+    return digit_runs >= 3 and _entropy(tok) >= 3.7
+
+
+def _literal_forms(value: str) -> list[str]:
+    """The value as it appears raw and inside a Python repr (escaped)."""
+    forms = [value]
+    escaped = repr(value)[1:-1]
+    if escaped != value:
+        forms.append(escaped)
+    return forms
+
+
+class Redactor:
+    """Finds secrets so they never leave the kernel in a prompt.
+
+    Secrets are (1) values of environment variables and any ``extra_secret_values``,
+    found anywhere in text; (2) strings shaped like real credentials (API keys, tokens,
+    JWTs, PEM private keys, ``Bearer …``, passwords in URLs, long random tokens);
+    (3) literals given to credential-like names in code, dict literals and shell/env
+    magics. Each is replaced by a marker starting with :data:`REDACTED`; :attr:`hits`
+    counts what was replaced, by kind, never by value.
+    """
+
+    def __init__(
+        self,
+        environ: Mapping[str, str] | None = None,
+        *,
+        min_env_value_len: int = 6,
+        extra_secret_values: Iterable[str] = (),
+    ) -> None:
+        env = dict(os.environ if environ is None else environ)
+        self._hits: Counter[str] = Counter()
+        labels: dict[str, str] = {}
+        # Secret-looking names first so a value shared by several variables is labelled by the
+        # most telling one.
+        for name in sorted(env, key=lambda k: (not self.is_secret_name(k), k)):
+            value = env[name]
+            if not isinstance(value, str) or not self._env_value_is_secret(value, min_env_value_len):
+                continue
+            for form in _literal_forms(value):
+                labels.setdefault(form, f"env {name}")
+        for value in extra_secret_values:
+            if isinstance(value, str) and value.strip():
+                for form in _literal_forms(value):
+                    labels.setdefault(form, _LABEL_KNOWN)
+        self._labels = labels
+        self._longest_value = max((len(v) for v in labels), default=0)
+        ordered = sorted(labels, key=len, reverse=True)
+        self._values_re = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    @staticmethod
+    def _env_value_is_secret(value: str, min_len: int) -> bool:
+        if len(value) < max(1, min_len):
+            return False
+        if value.isdigit() and len(value) < 10:
+            return False
+        return value.strip().lower() not in _TRIVIAL_ENV_VALUES
+
+    # ---- names ------------------------------------------------------------------------
+
+    def is_secret_name(self, name: str) -> bool:
+        """Whether a variable/key/attribute name says it holds a credential.
+
+        Matched on word parts (snake_case, camelCase, kebab-case), case-insensitively:
+        ``API_KEY``, ``db_password``, ``githubToken``, ``AWS_SECRET_ACCESS_KEY``,
+        ``auth_header``, ``X-Api-Key`` are; ``monkey``, ``keyboard``, ``tokenizer``,
+        ``max_tokens``, ``n_tokens``, ``token_ids``, ``sort_key`` and a bare ``key`` are not.
+        """
+        words = [w.lower() for w in _WORD_RE.findall(name)]
+        if not words or any(w in _NEUTRAL_WORDS for w in words):
+            return False
+        for i, word in enumerate(words):
+            if word in _SECRET_WORDS:
+                return True
+            if any(word.endswith(s) and len(word) > len(s) for s in _SECRET_SUFFIXES):
+                return True
+            qualifiers = _QUALIFIED.get(word)
+            if qualifiers is not None and i > 0 and words[i - 1] in qualifiers:
+                return True
+        return False
+
+    # ---- values -----------------------------------------------------------------------
+
+    def looks_like_secret_value(self, text: str) -> bool:
+        """Whether ``text`` contains something shaped like a real credential."""
+        if _SHAPES_RE.search(text) or _URL_PASSWORD_RE.search(text):
+            return True
+        if any(self._bearer_token(m.group("tok")) for m in _BEARER_RE.finditer(text)):
+            return True
+        return any(_random_token(m.group(0)) for m in _CANDIDATE_RE.finditer(text))
+
+    @staticmethod
+    def _bearer_token(token: str) -> bool:
+        return any(ch.isdigit() for ch in token) or (token.lower() != token and token.upper() != token)
+
+    @property
+    def hits(self) -> dict[str, int]:
+        """How often each kind of secret was redacted, e.g. ``{"env MY_TOKEN": 2}`` (never values)."""
+        return dict(self._hits)
+
+    def _count(self, label: str, n: int = 1) -> None:
+        self._hits[label] += n
+
+    def _mark(self, label: str) -> str:
+        self._count(label)
+        return _marker(label)
+
+    def _outside_markers(
+        self, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str
+    ) -> str:
+        if REDACTED not in text:
+            return pattern.sub(repl, text)
+        parts = _MARKER_RE.split(text)
+        for i in range(0, len(parts), 2):
+            parts[i] = pattern.sub(repl, parts[i])
+        return "".join(parts)
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every secret replaced by a ``<redacted:…>`` marker.
+
+        Order: environment/known values (longest first), credential shapes, then literals
+        given to credential names. Text inside existing markers is never touched, so
+        redacting twice changes nothing and counts nothing twice.
+        """
+        if not text:
+            return text
+        if self._values_re is not None:
+            text = self._outside_markers(
+                self._values_re, lambda m: self._mark(self._labels[m.group(0)]), text
+            )
+        text = self._outside_markers(_SHAPES_RE, lambda m: self._mark(_LABEL_SHAPE), text)
+        text = self._outside_markers(
+            _URL_PASSWORD_RE, lambda m: m.group("pre") + self._mark(_LABEL_SHAPE) + "@", text
+        )
+        text = self._outside_markers(_BEARER_RE, self._bearer_repl, text)
+        text = self._outside_markers(_CANDIDATE_RE, self._candidate_repl, text)
+        text = _HEADER_RE.sub(self._header_repl, text)
+        text = _SHELL_RE.sub(self._shell_repl, text)
+        text = _TUPLE_RE.sub(self._tuple_repl, text)
+        text = _ASSIGN_RE.sub(self._literal_repl, text)
+        text = _KEYED_RE.sub(self._literal_repl, text)
+        return text
+
+    def _bearer_repl(self, m: re.Match[str]) -> str:
+        if not self._bearer_token(m.group("tok")):
+            return m.group(0)
+        return m.group(0)[: m.start("tok") - m.start()] + self._mark(_LABEL_SHAPE)
+
+    def _candidate_repl(self, m: re.Match[str]) -> str:
+        return self._mark(_LABEL_SHAPE) if _random_token(m.group(0)) else m.group(0)
+
+    def _header_repl(self, m: re.Match[str]) -> str:
+        if m.group("val").startswith(REDACTED) and _MARKER_RE.fullmatch(m.group("val").strip()):
+            return m.group(0)
+        return m.group("pre") + self._mark(_LABEL_CREDENTIAL)
+
+    def _shell_repl(self, m: re.Match[str]) -> str:
+        val = m.group("val").strip("'\"")
+        if not self.is_secret_name(m.group("name")) or not val or val.startswith(REDACTED):
+            return m.group(0)
+        return m.group("pre") + self._mark(_LABEL_CREDENTIAL)
+
+    def _tuple_repl(self, m: re.Match[str]) -> str:
+        if not self.is_secret_name(m.group("name")):
+            return m.group(0)
+        start = m.start("items") - m.start()
+        end = m.end("items") - m.start()
+        whole = m.group(0)
+        items = _TUPLE_ITEM_RE.sub(
+            lambda i: (
+                i.group(0)
+                if not i.group("b") or i.group("b").startswith(REDACTED)
+                else f"{i.group('pre')}{i.group('q')}{self._mark(_LABEL_CREDENTIAL)}{i.group('q')}"
+            ),
+            m.group("items"),
+        )
+        return whole[:start] + items + whole[end:]
+
+    def _literal_repl(self, m: re.Match[str]) -> str:
+        if not self.is_secret_name(m.group("name")):
+            return m.group(0)
+        group = "b3" if m.group("q3") is not None else "b1"
+        body = m.group(group)
+        if not body or _MARKER_RE.fullmatch(body):
+            return m.group(0)
+        if "f" in m.group("pre").lower() and "{" in body:
+            return m.group(0)  # an f-string interpolating a variable: the variable is what matters
+        start = m.start(group) - m.start()
+        end = m.end(group) - m.start()
+        whole = m.group(0)
+        return whole[:start] + self._mark(_LABEL_CREDENTIAL) + whole[end:]
+
+    # ---- summaries --------------------------------------------------------------------
+
+    def summarize(self, name: str, value: object, *, max_chars: int = 300) -> ValueSummary:
+        """The summary of ``name = value`` with every secret redacted.
+
+        A credential name gives the bare marker (the type is kept in ``type_name``, the
+        value is not rendered). Inside containers, values under credential-named keys,
+        attributes, fields and DataFrame columns are replaced in the rendering (the
+        user's objects are not touched); everything else is rendered and then passed
+        through :meth:`redact_text` before it is cut to ``max_chars``.
+        """
+        type_name = _type_name(value)
+        if self.is_secret_name(name):
+            self._count(_LABEL_CREDENTIAL)
+            return ValueSummary(name, type_name, _CREDENTIAL_MARKER, redacted=True)
+        before = sum(self._hits.values())
+        text = _summarize(value, max_chars, 0.2, self)
+        text = _clip(self.redact_text(text), max_chars)
+        return ValueSummary(name, type_name, text, redacted=sum(self._hits.values()) > before)
+
+
+# --------------------------------------------------------------------------------------
+# Many names
+# --------------------------------------------------------------------------------------
+
+
+def _entry(name: str, text: str) -> str:
+    return f"{name}: " + text.replace("\n", "\n    ")
+
+
+def _skip(name: str, value: object, namespace: Mapping[str, object], skip_modules: bool) -> bool:
+    if skip_modules and isinstance(value, types.ModuleType):
+        return True
+    builtin = builtins.__dict__.get(name, _MISSING)
+    if builtin is value and builtin is not _MISSING:
+        return True
+    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__self__", None) is builtins:
+        return True
+    # IPython's own helpers in the user namespace (In, Out, get_ipython, exit, quit).
+    if (name == "In" and namespace.get("_ih") is value) or (name == "Out" and namespace.get("_oh") is value):
+        return True
+    owner = getattr(value, "__self__", None) if isinstance(value, types.MethodType) else value
+    module = getattr(type(owner), "__module__", "") or ""
+    return isinstance(module, str) and module.startswith("IPython.")
+
+
+_MISSING = object()
+
+
+def summarize_names(
+    names: Iterable[str],
+    namespace: Mapping[str, object],
+    redactor: Redactor,
+    *,
+    per_value_chars: int = 300,
+    budget_chars: int = 4000,
+    skip_modules: bool = True,
+) -> tuple[list[ValueSummary], int]:
+    """Summaries of the given names that exist in ``namespace``, in the order given.
+
+    Skipped (and not counted as left out): missing names, names starting with ``_``,
+    builtins and IPython's own helpers, and modules when ``skip_modules``. Each value
+    gets at most ``per_value_chars``; once the rendered entries (as
+    :func:`render_summaries` lays them out, without its closing note) would pass
+    ``budget_chars``, the last one is shortened to fit if that leaves a useful summary,
+    and the remaining names are left out. Returns ``(summaries, number_left_out)``.
+    """
+    eligible: list[tuple[str, object]] = []
+    seen: set[str] = set()
+    for name in names:
+        if name in seen or not name or name.startswith("_"):
+            continue
+        seen.add(name)
+        try:
+            if name not in namespace:
+                continue
+            value = namespace[name]
+        except Exception:
+            continue
+        try:
+            if _skip(name, value, namespace, skip_modules):
+                continue
+        except Exception:
+            pass
+        eligible.append((name, value))
+
+    summaries: list[ValueSummary] = []
+    used = 0
+    min_useful = min(per_value_chars, 40)
+    for i, (name, value) in enumerate(eligible):
+        separator = 1 if summaries else 0  # the newline between entries
+        room = budget_chars - used - separator - len(name) - 2
+        if room < min_useful:
+            return summaries, len(eligible) - i
+        summary = redactor.summarize(name, value, max_chars=min(per_value_chars, room))
+        entry = _entry(name, summary.text)
+        while len(entry) + separator > budget_chars - used:  # indentation of extra lines
+            excess = len(entry) + separator - (budget_chars - used)
+            text = _clip(summary.text, len(summary.text) - excess)
+            summary = dataclasses.replace(summary, text=text)
+            entry = _entry(name, text)
+        summaries.append(summary)
+        used += len(entry) + separator
+    return summaries, 0
+
+
+def render_summaries(summaries: Sequence[ValueSummary], left_out: int = 0) -> str:
+    """``name: <summary>`` per entry (extra lines indented), then a note on names left out."""
+    lines = [_entry(s.name, s.text) for s in summaries]
+    if left_out:
+        lines.append(f"[... {left_out} more names left out for the prompt budget]")
+    return "\n".join(lines)

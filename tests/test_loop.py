@@ -1,0 +1,125 @@
+"""The refine loop with a scripted provider and real forked trials."""
+
+from __future__ import annotations
+
+from nbrefine._errors import ProviderRateLimitError
+from nbrefine.capture import Failure
+from nbrefine.context import Redactor
+from nbrefine.loop import LoopConfig, normalize_code, refine
+from nbrefine.prompt import RepairTask
+from nbrefine.providers.scripted import ScriptedProvider
+from nbrefine.sandbox import LiveForkRunner
+
+
+def block(code: str, prose: str = "Fixed it.") -> str:
+    return f"{prose}\n\n```python\n{code}\n```"
+
+
+def make(code: str, namespace: dict | None = None, checks: tuple[str, ...] = ()):
+    namespace = {} if namespace is None else namespace
+    failure = Failure("NameError", "name 'totl' is not defined", lineno=1, line=code.splitlines()[0])
+    task = RepairTask(code=code, failures=(failure,), checks=checks)
+    runner = LiveForkRunner(namespace, Redactor(environ={}))
+    return task, runner
+
+
+def run(task, runner, replies, **config):
+    provider = ScriptedProvider(replies)
+    result = refine(task, provider, runner, Redactor(environ={}), LoopConfig(**config))
+    return result, provider
+
+
+def test_wrong_then_right_candidate_is_fixed_at_attempt_two():
+    namespace = {"items": [3, 4]}
+    task, runner = make("total = sum(items)\nassert totl == 7", namespace)
+    result, provider = run(
+        task, runner, [block("total = sum(items)\nassert total == 8"), block("total = sum(items)\nassert total == 7")]
+    )
+    assert result.status == "fixed" and result.stop_reason == "passed"
+    assert result.fixed_code == "total = sum(items)\nassert total == 7"
+    assert [a.ok for a in result.attempts] == [False, True]
+    first = result.attempts[0]
+    assert first.error_type == "AssertionError"
+    assert "where total = " in first.outcome.failure.assertion and "int 7" in first.outcome.failure.assertion
+    # The second prompt carried the first candidate and its real outcome.
+    assert "assert total == 8" in provider.requests[1].user
+    assert "where total =" in provider.requests[1].user
+    assert "total" not in namespace  # trials ran in forks
+
+
+def test_extra_checks_must_pass_too():
+    task, runner = make("def f(x):\n    return x + x", checks=("assert f(3) == 9",))
+    result, _ = run(task, runner, [block("def f(x):\n    return x * 2"), block("def f(x):\n    return x * x")])
+    assert result.status == "fixed"
+    first = result.attempts[0].outcome
+    assert first.status == "failed" and first.check_failures
+    assert "where f(3) = int 6" in first.check_failures[0].assertion
+
+
+def test_reply_without_code_is_a_failed_attempt_with_a_reason():
+    task, runner = make("x = y")
+    result, _ = run(task, runner, ["I would rename y.", block("y = 1\nx = y")])
+    assert result.status == "fixed"
+    assert result.attempts[0].code is None
+    assert result.attempts[0].error_type == "NoCode"
+    assert "no fenced code block" in result.attempts[0].note
+
+
+def test_candidate_equal_to_original_after_normalising_is_a_cycle():
+    task, runner = make("x = y  # comment")
+    result, _ = run(task, runner, [block("x   =   y\n# only a comment changed")])
+    assert result.status == "unfixed" and result.stop_reason == "cycle"
+    assert "the original cell" in result.message
+
+
+def test_repeated_candidate_is_a_cycle():
+    task, runner = make("x = y")
+    result, _ = run(task, runner, [block("x = z"), block("x = z  # again")], max_attempts=5)
+    assert result.stop_reason == "cycle" and len(result.attempts) == 2
+    assert result.attempts[1].note == "same code as attempt 1"
+
+
+def test_same_error_signature_twice_is_a_cycle():
+    task, runner = make("x = y")
+    result, _ = run(task, runner, [block("x = z"), block("w = 1\nx = z")], max_attempts=5)
+    assert result.stop_reason == "cycle"
+    assert "same error" in result.message
+
+
+def test_regression_is_flagged_and_two_in_a_row_stop():
+    code = "a = 1\nb = 2\nc = d"
+    namespace: dict = {}
+    failure = Failure("NameError", "name 'd' is not defined", lineno=3, line="c = d", statements_done=2)
+    task = RepairTask(code=code, failures=(failure,))
+    runner = LiveForkRunner(namespace, Redactor(environ={}))
+    replies = [block("a = q1\nb = 2\nc = 3"), block("a = q2\nb = 2\nc = 3"), block("a = 1\nb = 2\nc = 3")]
+    result, _ = run(task, runner, replies, max_attempts=3)
+    assert [a.regression for a in result.attempts] == [True, True]
+    assert result.stop_reason == "regression"
+
+
+def test_attempt_cap():
+    task, runner = make("x = y")
+    result, _ = run(task, runner, [block("x = z1"), block("x = 1 / 0")], max_attempts=2)
+    assert result.status == "unfixed" and result.stop_reason == "max_attempts"
+    assert len(result.attempts) == 2
+
+
+def test_provider_error_ends_with_error_status_and_message():
+    task, runner = make("x = y")
+    result, _ = run(task, runner, [ProviderRateLimitError("rate limited by the provider (HTTP 429)")])
+    assert result.status == "error" and result.stop_reason == "provider_error"
+    assert "429" in result.message
+
+
+def test_timeout_is_a_typed_outcome():
+    task, runner = make("x = y")
+    result, _ = run(task, runner, [block("while True:\n    pass"), block("x = 1")], timeout_s=0.5)
+    assert result.attempts[0].outcome.status == "timeout"
+    assert result.status == "fixed"
+
+
+def test_normalize_ignores_comments_and_whitespace_only():
+    assert normalize_code("x=1  # a\n\n") == normalize_code("x = 1")
+    assert normalize_code("x = 1") != normalize_code("x = 2")
+    assert normalize_code("x = (") == normalize_code("x  =  (  # broken")

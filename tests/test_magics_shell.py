@@ -1,0 +1,156 @@
+"""%%refine in a real (in-process) IPython shell, with a scripted provider."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+import nbrefine
+from nbrefine.providers.scripted import ScriptedProvider
+
+
+def block(code: str) -> str:
+    return f"Explanation.\n```python\n{code}\n```"
+
+
+@pytest.fixture
+def shell():
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbrefine")
+    ip.run_line_magic("config", "Refine.display = 'text'")
+    yield ip
+    ip.run_line_magic("unload_ext", "nbrefine")
+    ip.reset(new_session=False)
+
+
+@pytest.fixture
+def scripted():
+    provider = ScriptedProvider()
+    nbrefine.register_provider("test-scripted", lambda settings: provider)
+    return provider
+
+
+def refine(shell, cell: str, options: str = "--provider test-scripted"):
+    return shell.run_cell_magic("refine", options, cell)
+
+
+def test_passing_cell_runs_as_usual(shell, scripted, capsys):
+    shell.run_cell("x = 2")
+    refine(shell, "y = x * 21\nprint(y)")
+    assert shell.user_ns["y"] == 42
+    assert "42" in capsys.readouterr().out
+    assert nbrefine.last_session().status == "no_error"
+    assert scripted.requests == []
+
+
+def test_failing_cell_is_fixed_and_accept_advances_state(shell, scripted, capsys):
+    shell.run_cell("prices = [2.5, 4.0]\nunits = [2, 1]")
+    scripted.replies = [
+        block("revenue = sum(p + u for p, u in zip(prices, units))\nassert revenue == 9.0"),
+        block("revenue = sum(p * u for p, u in zip(prices, units))\nassert revenue == 9.0"),
+    ]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "revenue = sum(p * u for p, u in zip(prices, unit))\nassert revenue == 9.0")
+    session = nbrefine.last_session()
+    assert session.status == "fixed" and len(session.attempts) == 2
+    assert session.attempts[0].error_type == "AssertionError"
+    assert "revenue" not in shell.user_ns  # trials never touched the live namespace
+    assert "NameError" in session.prompts[0] and "unit" in session.prompts[0]
+    out = capsys.readouterr().out
+    assert "attempt 1/3" in out and "fixed at attempt 2 of 3" in out
+    shell.run_line_magic("refine", "accept")
+    assert shell.user_ns["revenue"] == 9.0
+    assert session.decision == "accepted" and session.accept_ok
+    with pytest.raises(UsageError):
+        shell.run_line_magic("refine", "accept")
+
+
+def test_accept_undoes_the_failed_runs_rebinds(shell, scripted):
+    shell.run_cell("counter = 1")
+    scripted.replies = [block("counter = counter + 1\nok = True")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "counter = counter + 1\nundefined_name")
+    assert shell.user_ns["counter"] == 2  # the failed run did rebind it
+    nbrefine.last_session().accept()
+    assert shell.user_ns["counter"] == 2  # as if only the fixed cell had run: 1 + 1
+
+
+def test_reject_leaves_state(shell, scripted):
+    scripted.replies = [block("z = 1")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "z = zz")
+    shell.run_line_magic("refine", "reject")
+    assert "z" not in shell.user_ns and nbrefine.last_session().decision == "rejected"
+
+
+def test_extra_checks_on_a_passing_cell(shell, scripted):
+    scripted.replies = [block("def double(x):\n    return 2 * x")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "def double(x):\n    return x + 2", '--provider test-scripted -t "assert double(5) == 10"')
+    session = nbrefine.last_session()
+    assert session.status == "fixed"
+    assert "where double(5) = int 7" in session.prompts[0]
+
+
+def test_syntax_error_cell(shell, scripted):
+    scripted.replies = [block("if True:\n    value = 3")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "if True\n    value = 3")
+    session = nbrefine.last_session()
+    assert session.failure.error_type == "SyntaxError"
+    assert session.status == "fixed"
+
+
+def test_ipython_syntax_in_candidates_is_transformed(shell, scripted):
+    scripted.replies = [block("%time total = 1 + 1")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "total = one + 1")
+    assert nbrefine.last_session().status == "fixed"
+
+
+@pytest.mark.parametrize(
+    "options",
+    ["--max-attempts 0", "--max-attempts x", "--timeout -1", "--bogus", '-t "assert ("', "--provider nope"],
+)
+def test_bad_options_raise_usage_error(shell, scripted, options):
+    if options == "--provider nope":
+        with pytest.raises(nbrefine.NbrefineError):
+            refine(shell, "x = missing_name", options)
+        assert nbrefine.last_session().status == "error"
+        assert "unknown provider" in nbrefine.last_session().message
+        return
+    with pytest.raises(UsageError):
+        refine(shell, "x = 1", options)
+
+
+def test_config_and_environment(shell, monkeypatch):
+    shell.run_line_magic("config", "Refine.max_attempts = 5")
+    settings = next(c for c in shell.configurables if type(c).__name__ == "Refine")
+    assert settings.max_attempts == 5
+    from traitlets import TraitError
+
+    with pytest.raises(TraitError):
+        settings.max_attempts = 0
+    monkeypatch.setenv("NBREFINE_PROVIDER", "scripted")
+    monkeypatch.setenv("NBREFINE_MODEL", "m1")
+    fresh = nbrefine.Refine()
+    assert (fresh.provider, fresh.model) == ("scripted", "m1")
+
+
+def test_no_api_key_gives_one_clear_line(shell, monkeypatch, capsys):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "x = missing_name", "--provider anthropic")
+    session = nbrefine.last_session()
+    assert session.status == "error"
+    assert "ANTHROPIC_API_KEY" in session.message and "\n" not in session.message
+
+
+def test_unload_removes_the_magics(shell):
+    shell.run_line_magic("unload_ext", "nbrefine")
+    assert "refine" not in shell.magics_manager.magics["cell"]
+    assert "refine" not in shell.magics_manager.magics["line"]
+    assert not any(type(c).__name__ == "Refine" for c in shell.configurables)
+    shell.run_line_magic("load_ext", "nbrefine")
+    assert "refine" in shell.magics_manager.magics["cell"]
