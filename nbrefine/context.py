@@ -66,6 +66,10 @@ def _marker(label: str) -> str:
     return f"{REDACTED}:{label}>"
 
 
+def _marker_labels(text: str) -> list[str]:
+    return [m.group(1)[len(REDACTED) + 1 : -1] or "redacted" for m in _MARKER_RE.finditer(text)]
+
+
 _CREDENTIAL_MARKER = _marker(_LABEL_CREDENTIAL)
 _MARKER_RE = re.compile(r"(<redacted(?::[^<>\n]{0,120})?>)")
 
@@ -183,14 +187,12 @@ class _Ctx:
         return f"<timed out after {self.limit:g}s>"
 
     def redact(self, text: str) -> str:
-        return self.redactor.redact_text(text) if self.redactor is not None else text
+        return self.redactor._redact(text) if self.redactor is not None else text
 
     def is_secret_key(self, key: object) -> bool:
         return self.redactor is not None and type(key) is str and self.redactor.is_secret_name(key)
 
     def secret_marker(self) -> str:
-        if self.redactor is not None:
-            self.redactor._count(_LABEL_CREDENTIAL)
         return _CREDENTIAL_MARKER
 
 
@@ -237,6 +239,17 @@ def _clip(text: str, max_chars: int) -> str:
     if start != -1 and text.find(">", start) >= keep:
         keep = start
     return f"{text[:keep]}…[+{len(text) - keep} chars]"
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with a bare ``…`` (for table rows), never inside a marker."""
+    if len(text) <= width:
+        return text
+    keep = max(0, width - 1)
+    start = text.rfind(REDACTED, 0, keep)
+    if start != -1 and text.find(">", start) >= keep:
+        keep = start
+    return text[:keep] + "…"
 
 
 def _type_name(value: object) -> str:
@@ -419,21 +432,27 @@ def _redacted_head(ctx: _Ctx, text: str, head: int, lookahead: int) -> tuple[str
 
 
 def _str_like(ctx: _Ctx, value: str | bytes | bytearray, budget: int, lookahead: int) -> str:
-    """``'head'…[+N chars]`` with the head redacted and sized so the repr fits ``budget``."""
-    is_str = isinstance(value, str)
-    head_len = max(1, budget)
-    if is_str:
-        source = str(value)
+    """``'head'…[+N chars]`` with the head redacted and sized so the repr fits ``budget``.
+
+    Only a window of ``budget`` plus a look-ahead is ever copied or redacted, so a 1 GB
+    string costs no more than a short one, and a secret straddling the cut is replaced
+    whole instead of being shown in part.
+    """
+    n = len(value)
+    size = max(1, budget) + _lookahead(ctx, lookahead) + 1
+    if isinstance(value, str):
+        window = str.__getitem__(value, slice(0, size))
     else:
         # Bytes are redacted as latin-1 text (one character per byte), then shown as bytes.
-        assert not isinstance(value, str)
-        source = bytes(value[: head_len + _lookahead(ctx, lookahead) + 1]).decode("latin-1")
+        window = bytes(value[:size]).decode("latin-1")
+    covers = len(window) == n
+    redacted = ctx.redact(window)
+    head_len = max(1, budget)
     while True:
-        head, omitted = _redacted_head(ctx, source, head_len, lookahead)
-        if not is_str:
-            omitted = len(value) - len(source) + omitted if len(source) < len(value) else omitted
-        shown = repr(head) if is_str else repr(head.encode("latin-1", "replace"))
-        if not omitted:
+        head = redacted[:head_len]
+        omitted = len(redacted) - len(head) if covers else n - len(head)
+        shown = repr(head) if isinstance(value, str) else repr(head.encode("latin-1", "replace"))
+        if omitted <= 0:
             return shown
         marker = f"…[+{omitted} chars]"
         if len(shown) + len(marker) <= budget or head_len <= 1:
@@ -446,7 +465,7 @@ def _int_text(value: int) -> str:
     if bits > 256:
         digits = int(bits * math.log10(2)) + 1
         if digits > 4000:
-            return f"<int with ~{digits} digits>"
+            return f"<~{digits} digits>"
         text = int.__repr__(value)
         return f"{text[:20]}…{text[-6:]} ({len(text)} digits)"
     return int.__repr__(value)
@@ -751,11 +770,13 @@ def _dataframe_text(ctx: _Ctx, df: Any, budget: int) -> str:
                 preview = preview.copy()  # a 3-row copy; the user's frame is never touched
                 for i in secret_cols:
                     preview.isetitem(i, [ctx.secret_marker()] * len(preview))
-            table = ctx.redact(str(preview.to_string(max_colwidth=24, show_dimensions=False)))
+            table = ctx.redact(
+                str(preview.to_string(max_colwidth=max(24, len(_CREDENTIAL_MARKER)), show_dimensions=False))
+            )
             rows = table.splitlines()
             used = sum(len(line) + 1 for line in lines)
             width = max(24, (budget - used) // max(1, len(rows)) - 1)
-            lines.extend(_clip(row.rstrip(), width) for row in rows)
+            lines.extend(_cut(row.rstrip(), width) for row in rows)
     return "\n".join(lines)
 
 
@@ -1204,11 +1225,23 @@ class Redactor:
         """How often each kind of secret was redacted, e.g. ``{"env MY_TOKEN": 2}`` (never values)."""
         return dict(self._hits)
 
-    def _count(self, label: str, n: int = 1) -> None:
-        self._hits[label] += n
+    def _count_markers(self, text: str, before: str = "") -> None:
+        """Count the markers in ``text`` that were not already in ``before``.
 
-    def _mark(self, label: str) -> str:
-        self._count(label)
+        Hits are counted from what actually leaves: a secret seen only in a look-ahead
+        window, or replaced twice by overlapping rules, counts once or not at all.
+        """
+        if REDACTED not in text:
+            return
+        found = Counter(_marker_labels(text))
+        if before and REDACTED in before:
+            found.subtract(_marker_labels(before))
+        for label, n in found.items():
+            if n > 0:
+                self._hits[label] += n
+
+    @staticmethod
+    def _mark(label: str) -> str:
         return _marker(label)
 
     def _outside_markers(
@@ -1228,6 +1261,11 @@ class Redactor:
         given to credential names. Text inside existing markers is never touched, so
         redacting twice changes nothing and counts nothing twice.
         """
+        out = self._redact(text)
+        self._count_markers(out, text)
+        return out
+
+    def _redact(self, text: str) -> str:
         if not text:
             return text
         if self._values_re is not None:
@@ -1309,12 +1347,12 @@ class Redactor:
         """
         type_name = _type_name(value)
         if self.is_secret_name(name):
-            self._count(_LABEL_CREDENTIAL)
+            self._hits[_LABEL_CREDENTIAL] += 1
             return ValueSummary(name, type_name, _CREDENTIAL_MARKER, redacted=True)
-        before = sum(self._hits.values())
         text = _summarize(value, max_chars, 0.2, self)
-        text = _clip(self.redact_text(text), max_chars)
-        return ValueSummary(name, type_name, text, redacted=sum(self._hits.values()) > before)
+        text = _clip(self._redact(text), max_chars)
+        self._count_markers(text)
+        return ValueSummary(name, type_name, text, redacted=REDACTED in text)
 
 
 # --------------------------------------------------------------------------------------
