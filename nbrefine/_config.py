@@ -16,7 +16,7 @@ from traitlets.config import Configurable
 __all__ = ["Refine"]
 
 
-class Refine(Configurable):  # type: ignore[misc]
+class Refine(Configurable):
     """Settings of the %%refine loop."""
 
     provider = Unicode(
@@ -33,7 +33,9 @@ class Refine(Configurable):  # type: ignore[misc]
         config=True
     )
     max_tokens = Int(4096, help="Most tokens the model may write per reply.").tag(config=True)
-    prompt_budget = Int(16000, help="Most characters of one repair prompt (the user message).").tag(config=True)
+    prompt_budget = Int(16000, help="Most characters of one repair prompt (the user message).").tag(
+        config=True
+    )
     snapshot = Bool(
         True,
         help="Fork a snapshot of the kernel state when %%refine starts, so trials see the state "

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import pure_eval
 
-from .context import Redactor, ValueSummary, summarize_value
+from .context import Redactor, ValueSummary
 
 __all__ = ["Failure", "FrameInfo", "capture_failure", "statement_index", "top_level_statements"]
 
@@ -157,12 +157,16 @@ def capture_failure(
             frames.append(FrameInfo(f"[{hidden} library frame(s)]", 0, "", "", False))
             hidden = 0
         line = linecache.getline(filename, lineno)
-        frames.append(FrameInfo(label if in_code else "another cell", lineno, frame.f_code.co_name, line, in_code))
+        frames.append(
+            FrameInfo(label if in_code else "another cell", lineno, frame.f_code.co_name, line, in_code)
+        )
         last_user = tb
         if in_code:
             last_code_line = lineno
 
-    failing_line = linecache.getline(code_filename, last_code_line) if code_filename and last_code_line else ""
+    failing_line = (
+        linecache.getline(code_filename, last_code_line) if code_filename and last_code_line else ""
+    )
     if not failing_line and last_code_line:
         failing_line = _nth_line(code, last_code_line)
     values: tuple[ValueSummary, ...] = ()

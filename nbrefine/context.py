@@ -771,7 +771,11 @@ def _dataframe_text(ctx: _Ctx, df: Any, budget: int) -> str:
                 for i in secret_cols:
                     preview.isetitem(i, [ctx.secret_marker()] * len(preview))
             table = ctx.redact(
-                str(preview.to_string(max_colwidth=max(24, len(_CREDENTIAL_MARKER)), show_dimensions=False))
+                str(
+                    preview.to_string(
+                        max_colwidth=max(24, len(_CREDENTIAL_MARKER) + 4), show_dimensions=False
+                    )
+                )
             )
             rows = table.splitlines()
             used = sum(len(line) + 1 for line in lines)

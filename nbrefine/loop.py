@@ -211,7 +211,9 @@ class _Loop:
             attempt.cycle = True
             attempt.note = f"same error as attempt {earlier}"
             return self._result(
-                "unfixed", "cycle", f"Stopped: attempt {attempt.number} failed with the same error as {earlier}."
+                "unfixed",
+                "cycle",
+                f"Stopped: attempt {attempt.number} failed with the same error as {earlier}.",
             )
         self.seen_errors[signature] = attempt.number
         return self._check_regression(attempt, outcome)
@@ -224,7 +226,9 @@ class _Loop:
             self.regressions_in_row += 1
             if self.regressions_in_row >= self.config.regressions_to_stop:
                 return self._result(
-                    "unfixed", "regression", f"Stopped: {self.regressions_in_row} attempts in a row made it worse."
+                    "unfixed",
+                    "regression",
+                    f"Stopped: {self.regressions_in_row} attempts in a row made it worse.",
                 )
             return None
         self.best_progress = progress
@@ -232,8 +236,10 @@ class _Loop:
         return None
 
     def _result(self, status: str, reason: str, message: str, fixed: Attempt | None = None) -> LoopResult:
-        explanation = fixed.explanation if fixed else next(
-            (a.explanation for a in reversed(self.attempts) if a.explanation), ""
+        explanation = (
+            fixed.explanation
+            if fixed
+            else next((a.explanation for a in reversed(self.attempts) if a.explanation), "")
         )
         return LoopResult(
             status=status,

@@ -21,7 +21,15 @@ from .context import Redactor, summarize_names
 from .loop import LoopConfig, refine
 from .prompt import RepairTask
 from .providers import ProviderSettings, make_provider
-from .sandbox import LiveForkRunner, SandboxOptions, Snapshot, TrialOutcome, TrialSpec, call_in_fork, run_checks
+from .sandbox import (
+    LiveForkRunner,
+    SandboxOptions,
+    Snapshot,
+    TrialOutcome,
+    TrialSpec,
+    call_in_fork,
+    run_checks,
+)
 from .session import RefineSession, SessionStateError, last_session
 
 __all__ = ["RefineMagics", "RefineStop"]
@@ -95,15 +103,16 @@ class _TransformingRunner:
 
 
 @magics_class
-class RefineMagics(Magics):  # type: ignore[misc]
+class RefineMagics(Magics):
     """``%%refine`` runs a cell and, if it fails, repairs it; ``%refine accept|reject|status``."""
 
     def __init__(self, shell: Any, settings: Refine) -> None:
         super().__init__(shell)
+        self.ip: Any = shell  # typed Any: IPython's own annotations make it Optional
         self.settings = settings
         self.running = False  # a %%refine cell is executing (guards re-entry and automatic hooks)
 
-    @line_cell_magic  # type: ignore[misc]
+    @line_cell_magic
     def refine(self, line: str, cell: str | None = None) -> None:
         """Run the cell; if it raises, propose a fix verified in a sandbox.
 
@@ -148,7 +157,7 @@ class RefineMagics(Magics):  # type: ignore[misc]
     # ------------------------------------------------------------------ the cell
 
     def _run_cell(self, run: _Run, cell: str) -> None:
-        shell = self.shell
+        shell = self.ip
         session = RefineSession(cell, provider=run.provider, model=run.model)
         session.timings["max_attempts"] = run.max_attempts
         namespace: dict[str, Any] = shell.user_ns
@@ -190,7 +199,7 @@ class RefineMagics(Magics):  # type: ignore[misc]
         return snapshot, []
 
     def _sandbox_options(self) -> SandboxOptions:
-        shell = self.shell
+        shell = self.ip
 
         def cut_off_from_the_kernel() -> None:
             # In a forked child the kernel's sockets belong to the parent: make every message
@@ -212,7 +221,7 @@ class RefineMagics(Magics):  # type: ignore[misc]
         if error is not None and not isinstance(error, Exception):
             return []  # KeyboardInterrupt and friends: the user stopped the cell
         if error is not None:
-            code = self.shell.transform_cell(cell)
+            code = self.ip.transform_cell(cell)
             failure = capture_failure(
                 error, code=code, user_globals=namespace, redactor=redactor, run_unsafe=_fork_eval
             )
@@ -232,11 +241,13 @@ class RefineMagics(Magics):  # type: ignore[misc]
         notes: list[str],
         failed_at: float,
     ) -> None:
-        names = [n for n in _names_used(self.shell.transform_cell(cell)) if _is_user_name(n)]
+        names = [n for n in _names_used(self.ip.transform_cell(cell)) if _is_user_name(n)]
         rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
         if rebound and snapshot is not None:
             notes.append(
-                "Before failing, the run had already (re)bound: " + ", ".join(rebound[:20]) + ". Values shown "
+                "Before failing, the run had already (re)bound: "
+                + ", ".join(rebound[:20])
+                + ". Values shown "
                 "are from before the cell ran; objects mutated in place may differ."
             )
         summaries, left_out = summarize_names(names, before, redactor)
@@ -256,12 +267,14 @@ class RefineMagics(Magics):  # type: ignore[misc]
             session.finish_without_loop("error", str(err))
             return
         session.model = provider.model
-        runner = snapshot if snapshot is not None else LiveForkRunner(after, redactor, self._sandbox_options())
+        runner = (
+            snapshot if snapshot is not None else LiveForkRunner(after, redactor, self._sandbox_options())
+        )
         progress = _Progress(session, run, provider.name, provider.model, failed_at)
         result = refine(
             task,
             provider,
-            _TransformingRunner(runner, self.shell.transform_cell),
+            _TransformingRunner(runner, self.ip.transform_cell),
             redactor,
             LoopConfig(
                 max_attempts=run.max_attempts,
@@ -282,7 +295,7 @@ class RefineMagics(Magics):  # type: ignore[misc]
 
     def _apply(self, code: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
         """Accept: undo the failed run's rebinds that nobody changed since, then run the fix."""
-        namespace = self.shell.user_ns
+        namespace = self.ip.user_ns
         for name, value in after.items():
             if not _is_user_name(name) or before.get(name, _MISSING) is value:
                 continue
@@ -291,7 +304,7 @@ class RefineMagics(Magics):  # type: ignore[misc]
                     namespace[name] = before[name]
                 else:
                     namespace.pop(name, None)
-        result = self.shell.run_cell(code, store_history=False)
+        result = self.ip.run_cell(code, store_history=False)
         return bool(result.success)
 
     # ------------------------------------------------------------------ showing
@@ -324,7 +337,10 @@ class RefineMagics(Magics):  # type: ignore[misc]
         try:
             if command == "accept":
                 ok = session.accept()
-                print("nbrefine: accepted; the fix ran in the kernel" + ("" if ok else " and raised (see above)"))
+                print(
+                    "nbrefine: accepted; the fix ran in the kernel"
+                    + ("" if ok else " and raised (see above)")
+                )
             else:
                 session.reject()
                 print("nbrefine: rejected; the kernel state is as the failed run left it")
@@ -340,7 +356,9 @@ def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
 class _Progress:
     """Prints one line per attempt while the loop runs, and records timings on the session."""
 
-    def __init__(self, session: RefineSession, run: _Run, provider: str, model: str, failed_at: float) -> None:
+    def __init__(
+        self, session: RefineSession, run: _Run, provider: str, model: str, failed_at: float
+    ) -> None:
         self.session, self.run, self.provider, self.model = session, run, provider, model
         self.failed_at = failed_at
         self.started = failed_at

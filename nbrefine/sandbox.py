@@ -19,7 +19,9 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import contextlib
 import faulthandler
+import functools
 import gc
 import inspect
 import io
@@ -120,7 +122,11 @@ class TrialOutcome:
             return f"passed in {self.duration_s:.2f} s"
         failure = self.first_failure
         if failure is not None:
-            extra = f" (+{len(self.check_failures) - 1} more failed checks)" if len(self.check_failures) > 1 else ""
+            extra = (
+                f" (+{len(self.check_failures) - 1} more failed checks)"
+                if len(self.check_failures) > 1
+                else ""
+            )
             return failure.one_line() + extra
         return f"{self.status}: {self.detail}"
 
@@ -218,10 +224,8 @@ def _enter_child(own_group: bool = True) -> None:
 def _fork(child: Callable[[int], None]) -> tuple[int, int]:
     """Fork; the child runs ``child(write_fd)`` and always leaves with ``os._exit``."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed or odd stream must not stop the fork
             stream.flush()
-        except Exception:
-            pass
     read_fd, write_fd = os.pipe()
     with warnings.catch_warnings():
         # Python 3.12+ warns that forking a threaded process may deadlock; the child
@@ -267,11 +271,9 @@ def _reap(pid: int, grace_s: float) -> int | None:
 
 
 def _kill_group(pid: int) -> None:
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
 
 
 def _collect(pid: int, read_fd: int, timeout_s: float) -> tuple[str, Any]:
@@ -467,11 +469,11 @@ def _trial_child(
     write_fd: int, spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions
 ) -> None:
     _enter_child()
-    capture_fd = tempfile.TemporaryFile()
+    capture_fd = tempfile.TemporaryFile()  # noqa: SIM115 - lives until the child's os._exit
     os.dup2(capture_fd.fileno(), 1)
     os.dup2(capture_fd.fileno(), 2)
     stdout, stderr = _CappedText(options.output_cap), _CappedText(options.output_cap)
-    sys.stdout, sys.stderr = stdout, stderr  # type: ignore[assignment]
+    sys.stdout, sys.stderr = stdout, stderr
     builtins.input = _no_input
     layers = [name for name in (harden() for harden in options.hardening) if name]
     outcome = execute_trial(spec, namespace, redactor)
@@ -497,13 +499,19 @@ def _snapshot_main(
             spec = _read_msg(cmd_fd, None)
         except (EOFError, OSError):
             return
-        pid, read_fd = _fork(lambda fd, spec=spec: _trial_child(fd, spec, namespace, redactor, options))
+        pid, read_fd = _fork(
+            functools.partial(
+                _trial_child, spec=spec, namespace=namespace, redactor=redactor, options=options
+            )
+        )
         _write_msg(res_fd, ("started", pid))
         status, value = _collect(pid, read_fd, spec.timeout_s)
         if status == "ok":
             _write_msg(res_fd, ("done", value))
         else:
-            _write_msg(res_fd, ("done", TrialOutcome(status, detail=str(value), checks_total=len(spec.checks))))
+            _write_msg(
+                res_fd, ("done", TrialOutcome(status, detail=str(value), checks_total=len(spec.checks)))
+            )
 
 
 class Snapshot:
@@ -570,10 +578,8 @@ class Snapshot:
         if self._trial_pid:
             _kill_group(self._trial_pid)
         for fd in (self._cmd_fd, self._res_fd):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self._cmd_fd = self._res_fd = -1
         _reap(self.pid, 0.5)
 
@@ -584,10 +590,8 @@ class Snapshot:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 class LiveForkRunner:

@@ -182,7 +182,9 @@ class RefineSession:
         return "\n".join(parts)
 
     def __repr__(self) -> str:
-        return f"<RefineSession status={self.status!r} attempts={len(self.attempts)} decision={self.decision!r}>"
+        return (
+            f"<RefineSession status={self.status!r} attempts={len(self.attempts)} decision={self.decision!r}>"
+        )
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.render_text())

@@ -12,7 +12,11 @@ from .session import RefineSession, SessionStateError
 
 __all__ = ["ReviewPanel"]
 
-_DIFF_STYLE = {"+": "color:#116329;background:#dafbe1", "-": "color:#82071e;background:#ffebe9", "@": "color:#0550ae"}
+_DIFF_STYLE = {
+    "+": "color:#116329;background:#dafbe1",
+    "-": "color:#82071e;background:#ffebe9",
+    "@": "color:#0550ae",
+}
 
 
 def diff_html(diff: str) -> str:
@@ -67,7 +71,9 @@ class ReviewPanel:
             except SessionStateError as err:
                 self._finish(str(err))
                 return
-        self._finish("Accepted: the fix ran in the kernel." if ok else "Accepted, but the fix raised when run.")
+        self._finish(
+            "Accepted: the fix ran in the kernel." if ok else "Accepted, but the fix raised when run."
+        )
 
     def _on_reject(self, _button: Any = None) -> None:
         try:
@@ -81,4 +87,4 @@ class ReviewPanel:
         """Display the panel, with the text view as the plain-text fallback (nbclient, consoles)."""
         bundle = self.widget._repr_mimebundle_()
         bundle["text/plain"] = self.session.render_text()
-        display(bundle, raw=True)
+        display(bundle, raw=True)  # type: ignore[no-untyped-call]

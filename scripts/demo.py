@@ -54,7 +54,10 @@ def main() -> int:
         os.environ["ANTHROPIC_API_KEY"] = "demo-key-for-the-loopback-fake"
         os.environ.pop("NBREFINE_PROVIDER", None)
         client = NotebookClient(
-            notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
+            notebook,
+            timeout=120,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(ROOT / "notebooks")}},
         )
         client.execute()
         calls = len(fake.requests)

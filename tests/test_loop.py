@@ -33,7 +33,9 @@ def test_wrong_then_right_candidate_is_fixed_at_attempt_two():
     namespace = {"items": [3, 4]}
     task, runner = make("total = sum(items)\nassert totl == 7", namespace)
     result, provider = run(
-        task, runner, [block("total = sum(items)\nassert total == 8"), block("total = sum(items)\nassert total == 7")]
+        task,
+        runner,
+        [block("total = sum(items)\nassert total == 8"), block("total = sum(items)\nassert total == 7")],
     )
     assert result.status == "fixed" and result.stop_reason == "passed"
     assert result.fixed_code == "total = sum(items)\nassert total == 7"
@@ -49,7 +51,9 @@ def test_wrong_then_right_candidate_is_fixed_at_attempt_two():
 
 def test_extra_checks_must_pass_too():
     task, runner = make("def f(x):\n    return x + x", checks=("assert f(3) == 9",))
-    result, _ = run(task, runner, [block("def f(x):\n    return x * 2"), block("def f(x):\n    return x * x")])
+    result, _ = run(
+        task, runner, [block("def f(x):\n    return x * 2"), block("def f(x):\n    return x * x")]
+    )
     assert result.status == "fixed"
     first = result.attempts[0].outcome
     assert first.status == "failed" and first.check_failures

@@ -87,7 +87,9 @@ def test_reject_leaves_state(shell, scripted):
 def test_extra_checks_on_a_passing_cell(shell, scripted):
     scripted.replies = [block("def double(x):\n    return 2 * x")]
     with pytest.raises(nbrefine.NbrefineError):
-        refine(shell, "def double(x):\n    return x + 2", '--provider test-scripted -t "assert double(5) == 10"')
+        refine(
+            shell, "def double(x):\n    return x + 2", '--provider test-scripted -t "assert double(5) == 10"'
+        )
     session = nbrefine.last_session()
     assert session.status == "fixed"
     assert "where double(5) = int 7" in session.prompts[0]

@@ -27,7 +27,9 @@ def test_parse_accepts_a_block_without_language_tag_and_crlf():
 
 
 def test_parse_reports_why_there_is_no_code():
-    assert parse_reply("I think the column name is wrong.").reason == "the reply contained no fenced code block"
+    assert (
+        parse_reply("I think the column name is wrong.").reason == "the reply contained no fenced code block"
+    )
     cut = parse_reply("Here:\n```python\nx = 1\n")
     assert cut.code is None and "cut off" in (cut.reason or "")
     empty = parse_reply("```python\n\n```")
@@ -65,8 +67,13 @@ def test_first_prompt_has_labelled_sections(monkeypatch):
     )
     request = build_request(task, [], Redactor(environ={}))
     text = request.user
-    for title in ("## The cell", "## How it failed in the kernel", "## Extra checks", "## Variables the cell uses",
-                  "## Your task"):
+    for title in (
+        "## The cell",
+        "## How it failed in the kernel",
+        "## Extra checks",
+        "## Variables the cell uses",
+        "## Your task",
+    ):
         assert title in text, title
     assert "KeyError: 'Price'" in text
     assert "```python" in request.system
@@ -77,9 +84,7 @@ def test_later_prompts_carry_candidate_feedback_and_history():
     history = []
     for number, message in ((1, "first failure"), (2, "second failure")):
         outcome = TrialOutcome("failed", failure=Failure("ValueError", message, where="candidate", lineno=1))
-        history.append(
-            Attempt(number, ProviderRequest("s", "u"), code=f"x = {number}", outcome=outcome)
-        )
+        history.append(Attempt(number, ProviderRequest("s", "u"), code=f"x = {number}", outcome=outcome))
     text = build_request(task, history, Redactor(environ={})).user
     assert "## Earlier attempts" in text and "attempt 1: ValueError" in text
     assert "## Attempt 2 (your latest candidate)" in text and "x = 2" in text
@@ -89,7 +94,9 @@ def test_later_prompts_carry_candidate_feedback_and_history():
 
 def test_regressed_candidate_is_not_the_base_of_the_next_prompt():
     task = _task()
-    good = Attempt(1, ProviderRequest("s", "u"), code="x = 1", outcome=TrialOutcome("failed", statements_done=3))
+    good = Attempt(
+        1, ProviderRequest("s", "u"), code="x = 1", outcome=TrialOutcome("failed", statements_done=3)
+    )
     bad = Attempt(2, ProviderRequest("s", "u"), code="x = 2", outcome=TrialOutcome("failed"), regression=True)
     text = build_request(task, [good, bad], Redactor(environ={})).user
     assert "## Attempt 1 (your latest candidate)" in text

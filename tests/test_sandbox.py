@@ -31,7 +31,9 @@ def test_trial_sees_the_snapshot_state_not_later_changes(namespace, snapshot):
 
 def test_nothing_a_trial_does_reaches_the_parent(namespace, snapshot):
     before = {k: (id(v), repr(v)) for k, v in namespace.items()}
-    code = "data.append(4)\nconfig.clear()\ndel data\nnew_name = 1\nimport os\nos.environ['NBREFINE_LEAK'] = '1'"
+    code = (
+        "data.append(4)\nconfig.clear()\ndel data\nnew_name = 1\nimport os\nos.environ['NBREFINE_LEAK'] = '1'"
+    )
     outcome = snapshot.run(TrialSpec(code))
     assert outcome.ok, outcome.render()
     assert {k: (id(v), repr(v)) for k, v in namespace.items()} == before
