@@ -71,8 +71,12 @@ class Failure:
 
     def one_line(self) -> str:
         place = f" at {self.where} line {self.lineno}" if self.lineno else f" in {self.where}"
-        message = self.message.strip().splitlines()[0] if self.message.strip() else ""
-        return f"{self.error_type}{place}: {message}"[:300] if message else f"{self.error_type}{place}"
+        detail = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        if not detail and self.assertion:
+            lines = self.assertion.splitlines()
+            wheres = [line.strip() for line in lines[1:] if line.strip().startswith("where ")]
+            detail = lines[0] + (f" ({wheres[0]})" if wheres else "")
+        return f"{self.error_type}{place}: {detail}"[:300] if detail else f"{self.error_type}{place}"
 
     def render(self) -> str:
         """The labelled text block used in prompts and terminal output."""

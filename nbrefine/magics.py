@@ -184,7 +184,7 @@ class RefineMagics(Magics):
                 snapshot.close()
         self._show(session)
         if session.status != "no_error":
-            raise RefineStop(session.headline())
+            raise RefineStop(_stop_message(session))
 
     def _take_snapshot(
         self, namespace: dict[str, Any], redactor: Redactor, run: _Run, session: RefineSession
@@ -346,6 +346,13 @@ class RefineMagics(Magics):
                 print("nbrefine: rejected; the kernel state is as the failed run left it")
         except SessionStateError as err:
             raise UsageError(f"%refine {command}: {err}") from None
+
+
+def _stop_message(session: RefineSession) -> str:
+    """The one line that ends a failed %%refine cell (and stops "Run All" there)."""
+    if session.status == "fixed":
+        return "nbrefine: the cell failed; a fix passed its trial run: Accept it above, or %refine accept"
+    return f"nbrefine: the cell failed and was not fixed ({session.status}): {session.message}"
 
 
 def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
