@@ -310,7 +310,7 @@ def _explain_assert(
     rendered: dict[int, str] = {}
     for node in operands:
         try:
-            rendered[id(node)] = _render_operand(ast.unparse(node), evaluator[node], redactor)
+            rendered[id(node)] = _render_operand(ast.unparse(node), _cheap_value(node, evaluator), redactor)
         except pure_eval.CannotEval:
             pending.append(node)
         except Exception as err:
@@ -328,16 +328,64 @@ def _explain_assert(
     return "\n".join(lines)
 
 
+# Read-only, O(1) attributes of numpy/pandas objects: safe to read in the live kernel, and
+# reading them avoids forking the kernel just to show ``arr.shape`` or ``df.columns``.
+_CHEAP_ATTRIBUTES = frozenset(
+    {"shape", "size", "ndim", "dtype", "dtypes", "columns", "index", "name", "nbytes"}
+)
+_CHEAP_MODULES = ("numpy", "pandas")
+
+
+def _is_array_like(value: object) -> bool:
+    return type(value).__module__.split(".")[0] in _CHEAP_MODULES
+
+
+def _cheap_value(node: ast.expr, evaluator: pure_eval.Evaluator) -> object:
+    """pure_eval's value, or a cheap read-only attribute / ``len()`` of a numpy/pandas object."""
+    try:
+        return evaluator[node]
+    except pure_eval.CannotEval:
+        pass
+    if isinstance(node, ast.Attribute) and node.attr in _CHEAP_ATTRIBUTES:
+        base = _cheap_value(node.value, evaluator)
+        if _is_array_like(base):
+            return getattr(base, node.attr)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        base = _cheap_value(node.value, evaluator)
+        if _is_array_like(base):
+            return base[node.slice.value]  # type: ignore[index]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        arg = _cheap_value(node.args[0], evaluator)
+        if _is_array_like(arg) or isinstance(arg, (list, tuple, dict, set, str, bytes)):
+            return len(arg)  # type: ignore[arg-type]
+    raise pure_eval.CannotEval
+
+
 def _assert_operands(test: ast.expr) -> list[ast.expr]:
+    """The sub-expressions worth showing: both sides of each comparison, through and/or/not."""
     if isinstance(test, ast.Compare):
         nodes = [test.left, *test.comparators]
     elif isinstance(test, ast.BoolOp):
-        nodes = list(test.values)
+        nodes = [operand for value in test.values for operand in _assert_operands(value)]
     elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        nodes = [test.operand]
+        nodes = _assert_operands(test.operand)
     else:
         nodes = [test]
-    return [node for node in nodes if not isinstance(node, ast.Constant)]
+    return [node for node in nodes if not _is_literal(node)]
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _render_operand(expr: str, value: object, redactor: Redactor) -> str:

@@ -357,7 +357,7 @@ def _stop_message(session: RefineSession) -> str:
 
 def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
     """Evaluate assert operands that call code in a throwaway fork of the kernel."""
-    return call_in_fork(fn, timeout_s=2.0)
+    return call_in_fork(fn, timeout_s=1.0)
 
 
 class _Progress:

@@ -226,6 +226,7 @@ def _fork(child: Callable[[int], None]) -> tuple[int, int]:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or odd stream must not stop the fork
             stream.flush()
+    _reap_finished()
     read_fd, write_fd = os.pipe()
     with warnings.catch_warnings():
         # Python 3.12+ warns that forking a threaded process may deadlock; the child
@@ -293,9 +294,30 @@ def _collect(pid: int, read_fd: int, timeout_s: float) -> tuple[str, Any]:
         raise
     finally:
         os.close(read_fd)
-    _reap(pid, _EXIT_GRACE_S)
-    _kill_group(pid)  # whatever the candidate left behind (threads, processes) goes too
+    # The answer is in; whatever the child left running (threads, processes) goes now. Reaping
+    # is deferred: waiting for a large forked process to exit costs milliseconds.
+    _kill_group(pid)
+    _reap_later(pid)
     return "ok", value
+
+
+_UNREAPED: list[int] = []
+
+
+def _reap_later(pid: int) -> None:
+    _UNREAPED.append(pid)
+    _reap_finished()
+
+
+def _reap_finished() -> None:
+    """Collect children that have exited since (no zombies are left behind)."""
+    for pid in list(_UNREAPED):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _UNREAPED.remove(pid)
 
 
 def call_in_fork(fn: Callable[[], R], timeout_s: float = 2.0) -> R:
@@ -582,6 +604,7 @@ class Snapshot:
                 os.close(fd)
         self._cmd_fd = self._res_fd = -1
         _reap(self.pid, 0.5)
+        _reap_finished()
 
     def __enter__(self) -> Snapshot:
         return self

@@ -113,7 +113,7 @@ class RefineSession:
         if self.fixed_code is None:
             return ""
         lines = difflib.unified_diff(
-            self.original_code.splitlines(),
+            self.original_code.rstrip().splitlines(),
             self.fixed_code.splitlines(),
             "original cell",
             "proposed fix",

@@ -114,3 +114,16 @@ def test_exception_whose_str_raises_is_still_captured():
 def test_statement_index(lineno, index):
     code = "a = 1\nfor i in range(3):\n    a += i\nb = a\n"
     assert statement_index(code, lineno) == index
+
+
+def test_cheap_numpy_and_pandas_attributes_are_read_without_calls():
+    np = pytest.importorskip("numpy")
+    pd = pytest.importorskip("pandas")
+    code = "assert arr.shape == (3,) and len(df) == 5 and df.columns[0] == 'b'\n"
+    ns: dict = {"arr": np.zeros(4), "df": pd.DataFrame({"a": [1, 2]})}
+    failure = capture_failure(run_cell(code, ns), code=code, user_globals=ns)  # no run_unsafe given
+    assert failure.assertion.splitlines()[1:] == [
+        "  where arr.shape = tuple (len 1) (4,)",
+        "  where len(df) = int 2",
+        "  where df.columns[0] = str (len 1) 'a'",
+    ]
