@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import inspect
 import math
 import os
@@ -28,6 +29,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 from collections import Counter, deque
 from collections.abc import (
     Callable,
@@ -151,7 +153,10 @@ class _Alarm:
         if old is None:  # installed from C: we could not put it back
             return
         self._old = old
-        signal.signal(signal.SIGALRM, self._handler)
+        try:
+            signal.signal(signal.SIGALRM, self._handler)
+        except (OSError, ValueError):
+            return
         self.installed = True
         self._active = True
         signal.setitimer(signal.ITIMER_REAL, self.seconds)
@@ -563,9 +568,23 @@ def _callable_text(ctx: _Ctx, value: object, t: type, nested: bool) -> str | Non
 
 
 def _nested(ctx: _Ctx, value: object, depth: int) -> str:
-    """A compact one-line rendering of an item inside a container (reprlib-like)."""
+    """A compact one-line rendering of an item inside a container (reprlib-like).
+
+    Whatever goes wrong rendering one item (including running out of time) stays a note
+    inside that item, so the items before it are kept.
+    """
     if ctx.timed_out:
         return "…"
+    try:
+        return _nested_unguarded(ctx, value, depth)
+    except _Timeout:
+        ctx.timed_out = True
+        return ctx.timeout_note()
+    except Exception as exc:
+        return f"<{_type_name(value)}: {_exc_text(ctx, exc)}>"
+
+
+def _nested_unguarded(ctx: _Ctx, value: object, depth: int) -> str:
     t = type(value)
     if value is None or t is bool or t is float or t is complex:
         return repr(value)
@@ -715,8 +734,10 @@ def _array_preview(ctx: _Ctx, arr: Any) -> str:
         return _one_line(ctx.redact(str(text)))
     # More dimensions: even 2 edge items per axis multiply up, so show the first few values.
     first = np.asarray(arr.flat[:_ARRAY_FLAT_VALUES])
-    text = np.array2string(first, precision=6, separator=", ")
-    return "first values: " + _one_line(ctx.redact(str(text)))[:-1] + ", ...]"
+    text = _one_line(ctx.redact(str(np.array2string(first, precision=6, separator=", "))))
+    if arr.size > _ARRAY_FLAT_VALUES and text.endswith("]"):
+        text = text[:-1] + ", ...]"
+    return f"first values: {text}"
 
 
 def _ndarray_text(ctx: _Ctx, arr: Any) -> str:
@@ -740,12 +761,14 @@ def _ndarray_text(ctx: _Ctx, arr: Any) -> str:
 def _dataframe_text(ctx: _Ctx, df: Any, budget: int) -> str:
     lines: list[str] = []
     nrows = ncols = 0
+    ok = False
     with _Guard(ctx, lines, "shape"):
         ctx.check()
         nrows, ncols = (int(n) for n in df.shape)
         ctx.header = f"{_type_name(df)} {nrows} rows × {ncols} columns"
         lines.append(ctx.header)
-    if len(lines) != 1 or ctx.header.startswith("<"):
+        ok = True
+    if not ok:
         return " ".join([_type_name(df), *lines])
     small: Any = None
     with _Guard(ctx, lines, "columns"):
@@ -757,7 +780,7 @@ def _dataframe_text(ctx: _Ctx, df: Any, budget: int) -> str:
         text, shown, _ = _join_bounded(cols, max(60, budget // 3))
         if ncols > shown:
             text += f", … (+{ncols - shown} more)"
-        lines.append(f"columns: {text}")
+        lines.append(f"columns: {text or '(none)'}")
     if not ctx.timed_out and _type_name(df.index) != "RangeIndex":
         with _Guard(ctx, lines, "index"):
             lines.append(f"index: {_index_text(ctx, df.index)}")
@@ -808,7 +831,7 @@ def _series_text(ctx: _Ctx, series: Any, budget: int) -> str:
         ctx.check()
         name = series.name
         n = len(series)
-        label = "" if name is None else f" {_nested(ctx, name, _MAX_DEPTH)}"
+        label = "" if name is None else f" {_nested(ctx, name, 1)}"
         ctx.header = f"{_type_name(series)}{label} len {n} dtype {series.dtype}"
         out.append(ctx.header)
         ok = True
@@ -850,7 +873,7 @@ def _described_lib_object(ctx: _Ctx, libs: _Libs, value: Any, t: type) -> str | 
             rows, cols = value.shape
             return f"<{_type_name(value)} {rows} rows × {cols} columns>"
         if _is(t, libs.Series):
-            name = _nested(ctx, value.name, _MAX_DEPTH)
+            name = _nested(ctx, value.name, 1)
             return f"<{_type_name(value)} {name} len {len(value)} dtype {value.dtype}>"
         if _is(t, libs.Index):
             return f"<{_index_text(ctx, value)}>"
@@ -974,20 +997,23 @@ def _summarize(value: object, max_chars: int, time_limit_s: float, redactor: Red
     try:
         try:
             alarm.start()
-            text = _top(ctx, value, max_chars)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # e.g. numpy's FutureWarnings while formatting
+                text = _top(ctx, value, max_chars)
         finally:
             alarm.stop()
     except _Timeout:
         ctx.timed_out = True
+    except Exception as exc:  # a bug here, or an object hostile in a way not foreseen
+        text = f"{ctx.header or _type_name(value)} <summary failed: {_exc_text(ctx, exc)}>"
     if text is None:
-        text = f"{ctx.header} {ctx.timeout_note()}"
+        text = f"{ctx.header or _type_name(value)} {ctx.timeout_note()}"
     elif ctx.timed_out and "timed out" not in text:
         text = f"{text} {ctx.timeout_note()}"
-    if ctx.timed_out:
-        note = ctx.timeout_note()
-        if len(text) > max_chars and note in text:
-            # Keep the note visible even when the summary has to be cut.
-            return _clip(text.replace(note, ""), max_chars - len(note) - 1) + " " + note
+    note = ctx.timeout_note()
+    if ctx.timed_out and len(text) > max_chars and note in text and max_chars >= len(note) + 20:
+        # Keep the note visible even when the summary has to be cut.
+        return _clip(text.replace(note, "").rstrip(), max_chars - len(note) - 1) + " " + note
     return _clip(text, max_chars)
 
 
@@ -1057,22 +1083,25 @@ _TRIVIAL_ENV_VALUES = frozenset({"true", "false", "1", "0", "yes", "no", "on", "
 # matched: they are everywhere in ordinary output and are rarely credentials on their own.
 _B = r"(?<![A-Za-z0-9_\-])"  # token start boundary
 _E = r"(?![A-Za-z0-9_\-])"  # token end boundary
-_SHAPES_RE = re.compile(
-    "|".join(
-        [
+# (substrings without which the shape cannot occur, the shape)
+_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (hints, re.compile(pattern))
+    for hints, pattern in (
+        (
+            ("PRIVATE KEY",),
             r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
-            r"(?:[\s\S]{0,20000}?-----END[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
+            r"(?:(?:(?!-----)[\s\S]){0,20000}-----END[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
             r"|(?:[A-Za-z0-9+/=\s]|\\[nr])*)",
-            _B + r"sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{20,}",
-            _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
-            _B + r"gh[pousr]_[A-Za-z0-9]{30,}",
-            _B + r"github_pat_[A-Za-z0-9_]{22,}",
-            _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}",
-            r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])",
-            _B + r"AIza[0-9A-Za-z_\-]{35}",
-            _B + r"hf_[A-Za-z0-9]{30,}",
-            _B + r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E,
-        ]
+        ),
+        (("sk-",), _B + r"sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{20,}"),
+        (("k_live_", "k_test_"), _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+        (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), _B + r"gh[pousr]_[A-Za-z0-9]{30,}"),
+        (("github_pat_",), _B + r"github_pat_[A-Za-z0-9_]{22,}"),
+        (("xox",), _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
+        (("AKIA", "ASIA"), r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
+        (("AIza",), _B + r"AIza[0-9A-Za-z_\-]{35}"),
+        (("hf_",), _B + r"hf_[A-Za-z0-9]{30,}"),
+        (("eyJ",), _B + r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E),
     )
 )
 _BEARER_RE = re.compile(r"(?i:\bbearer)\s+(?P<tok>[A-Za-z0-9\-._~+/]{16,}=*)")
@@ -1081,6 +1110,21 @@ _URL_PASSWORD_RE = re.compile(
 )
 _CANDIDATE_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{32,}(?![A-Za-z0-9+/=_\-])")
 _HEX_RE = re.compile(r"[0-9a-fA-F\-_]+")
+_SHAPE_MARKER = _marker(_LABEL_SHAPE)
+# Substrings without which a rule cannot match (checked before running the rule's regex).
+_HEADER_HINTS = ("authorization", "cookie", "api-key")
+_NAME_STEMS = (
+    "key", "token", "secret", "pass", "pwd", "auth", "cred", "cookie", "bearer", "session", "priv",
+)  # fmt: skip
+
+
+def _url_repl(m: re.Match[str]) -> str:
+    return m.group("pre") + _SHAPE_MARKER + "@"
+
+
+def _candidate_repl(m: re.Match[str]) -> str:
+    return _SHAPE_MARKER if _random_token(m.group(0)) else m.group(0)
+
 
 _LIT = (
     r"(?P<pre>[rRbBuUfF]{0,2})"
@@ -1102,7 +1146,7 @@ _TUPLE_RE = re.compile(
 _TUPLE_ITEM_RE = re.compile(r"(?P<pre>[rRbBuU]{0,2})(?P<q>['\"])(?P<b>[^'\"\\\n]*)(?P=q)")
 # `%env NAME=value`, `%set_env NAME value`, `export NAME=value`
 _SHELL_RE = re.compile(
-    r"(?P<pre>(?:%env|%set_env|\bexport|\bset)\s+(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})(?:\s*=\s*|\s+))"
+    r"(?P<pre>(?:%env|%set_env|\bexport)\s+(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})(?:\s*=\s*|\s+))"
     r"(?P<val>['\"]?[^\s'\"]+['\"]?)"
 )
 # HTTP header lines: `Authorization: Basic dXNlcjpwYXNz`
@@ -1176,8 +1220,6 @@ class Redactor:
                     labels.setdefault(form, _LABEL_KNOWN)
         self._labels = labels
         self._longest_value = max((len(v) for v in labels), default=0)
-        ordered = sorted(labels, key=len, reverse=True)
-        self._values_re = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
     @staticmethod
     def _env_value_is_secret(value: str, min_len: int) -> bool:
@@ -1214,7 +1256,9 @@ class Redactor:
 
     def looks_like_secret_value(self, text: str) -> bool:
         """Whether ``text`` contains something shaped like a real credential."""
-        if _SHAPES_RE.search(text) or _URL_PASSWORD_RE.search(text):
+        if _URL_PASSWORD_RE.search(text):
+            return True
+        if any(any(h in text for h in hints) and shape.search(text) for hints, shape in _SHAPES):
             return True
         if any(self._bearer_token(m.group("tok")) for m in _BEARER_RE.finditer(text)):
             return True
@@ -1248,15 +1292,40 @@ class Redactor:
     def _mark(label: str) -> str:
         return _marker(label)
 
-    def _outside_markers(
-        self, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str
-    ) -> str:
+    @staticmethod
+    def _outside_markers(fn: Callable[[str], str], text: str) -> str:
+        """``fn`` applied to the parts of ``text`` that are not redaction markers."""
         if REDACTED not in text:
-            return pattern.sub(repl, text)
+            return fn(text)
         parts = _MARKER_RE.split(text)
         for i in range(0, len(parts), 2):
-            parts[i] = pattern.sub(repl, parts[i])
+            parts[i] = fn(parts[i])
         return "".join(parts)
+
+    def _replace_values(self, text: str) -> str:
+        """Every known secret value replaced, leftmost first and longest first where they overlap.
+
+        ``str.find`` per value is far faster than one big regex alternation.
+        """
+        spans: list[tuple[int, int, str]] = []
+        for value, label in self._labels.items():
+            start = text.find(value)
+            while start != -1:
+                spans.append((start, -len(value), label))
+                start = text.find(value, start + 1)
+        if not spans:
+            return text
+        spans.sort()
+        out: list[str] = []
+        pos = 0
+        for start, neg_len, label in spans:
+            if start < pos:
+                continue
+            out.append(text[pos:start])
+            out.append(_marker(label))
+            pos = start - neg_len
+        out.append(text[pos:])
+        return "".join(out)
 
     def redact_text(self, text: str) -> str:
         """``text`` with every secret replaced by a ``<redacted:…>`` marker.
@@ -1272,30 +1341,32 @@ class Redactor:
     def _redact(self, text: str) -> str:
         if not text:
             return text
-        if self._values_re is not None:
-            text = self._outside_markers(
-                self._values_re, lambda m: self._mark(self._labels[m.group(0)]), text
-            )
-        text = self._outside_markers(_SHAPES_RE, lambda m: self._mark(_LABEL_SHAPE), text)
-        text = self._outside_markers(
-            _URL_PASSWORD_RE, lambda m: m.group("pre") + self._mark(_LABEL_SHAPE) + "@", text
-        )
-        text = self._outside_markers(_BEARER_RE, self._bearer_repl, text)
-        text = self._outside_markers(_CANDIDATE_RE, self._candidate_repl, text)
-        text = _HEADER_RE.sub(self._header_repl, text)
-        text = _SHELL_RE.sub(self._shell_repl, text)
-        text = _TUPLE_RE.sub(self._tuple_repl, text)
-        text = _ASSIGN_RE.sub(self._literal_repl, text)
-        text = _KEYED_RE.sub(self._literal_repl, text)
+        if self._labels:
+            text = self._outside_markers(self._replace_values, text)
+        # Each rule runs only if a cheap substring test says it could match.
+        low = text.lower()
+        for hints, shape in _SHAPES:
+            if any(hint in text for hint in hints):
+                text = self._outside_markers(functools.partial(shape.sub, _SHAPE_MARKER), text)
+        if "://" in text:
+            text = self._outside_markers(lambda t: _URL_PASSWORD_RE.sub(_url_repl, t), text)
+        if "bearer" in low:
+            text = self._outside_markers(lambda t: _BEARER_RE.sub(self._bearer_repl, t), text)
+        text = self._outside_markers(lambda t: _CANDIDATE_RE.sub(_candidate_repl, t), text)
+        if any(hint in low for hint in _HEADER_HINTS):
+            text = _HEADER_RE.sub(self._header_repl, text)
+        if "%env" in low or "%set_env" in low or "export" in low:
+            text = _SHELL_RE.sub(self._shell_repl, text)
+        if any(stem in low for stem in _NAME_STEMS):
+            text = _TUPLE_RE.sub(self._tuple_repl, text)
+            text = _ASSIGN_RE.sub(self._literal_repl, text)
+            text = _KEYED_RE.sub(self._literal_repl, text)
         return text
 
     def _bearer_repl(self, m: re.Match[str]) -> str:
         if not self._bearer_token(m.group("tok")):
             return m.group(0)
         return m.group(0)[: m.start("tok") - m.start()] + self._mark(_LABEL_SHAPE)
-
-    def _candidate_repl(self, m: re.Match[str]) -> str:
-        return self._mark(_LABEL_SHAPE) if _random_token(m.group(0)) else m.group(0)
 
     def _header_repl(self, m: re.Match[str]) -> str:
         if m.group("val").startswith(REDACTED) and _MARKER_RE.fullmatch(m.group("val").strip()):
@@ -1379,9 +1450,11 @@ def _skip(name: str, value: object, namespace: Mapping[str, object], skip_module
     # IPython's own helpers in the user namespace (In, Out, get_ipython, exit, quit).
     if (name == "In" and namespace.get("_ih") is value) or (name == "Out" and namespace.get("_oh") is value):
         return True
-    owner = getattr(value, "__self__", None) if isinstance(value, types.MethodType) else value
-    module = getattr(type(owner), "__module__", "") or ""
-    return isinstance(module, str) and module.startswith("IPython.")
+    if name in ("get_ipython", "exit", "quit"):
+        owner = value.__self__ if isinstance(value, types.MethodType) else value
+        module = type(owner).__module__
+        return isinstance(module, str) and module.startswith("IPython.")
+    return False
 
 
 _MISSING = object()

@@ -316,7 +316,7 @@ def test_pandas_objects_inside_containers(big_frame: pd.DataFrame) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def sample_function(x: int, y: list[int] = [1] * 1000, *args: Any, flag: bool = False) -> int:  # noqa: B006
+def sample_function(x: int, y: list[int] = [1] * 1000, *args: Any, flag: bool = False) -> int:
     return x
 
 
@@ -324,13 +324,18 @@ def test_modules_functions_classes() -> None:
     assert summarize_value(np) == "module numpy"
     assert summarize_value(os.path).startswith("module ")
     assert summarize_value(sample_function) == (
-        "function sample_function(x: 'int', y: 'list[int]' = [...], *args: 'Any', flag: 'bool' = False) -> 'int'"
+        "function sample_function(x: 'int', y: 'list[int]' = [...], *args: 'Any', flag: 'bool' = False)"
+        " -> 'int'"
     )
     assert summarize_value(len) == "builtin len(obj, /)"
-    assert summarize_value(lambda a, b=2: a).startswith("function test_modules_functions_classes.<locals>.<lambda>(a, b=2)")
+    assert summarize_value(lambda a, b=2: a).startswith(
+        "function test_modules_functions_classes.<locals>.<lambda>(a, b=2)"
+    )
     assert summarize_value(collections.Counter).startswith("class collections.Counter(")
     assert summarize_value(ValueSummary).startswith("class nbrefine.context.ValueSummary(name: 'str'")
-    assert summarize_value([sample_function, np]) == "list (len 2) [<function sample_function>, <module numpy>]"
+    assert (
+        summarize_value([sample_function, np]) == "list (len 2) [<function sample_function>, <module numpy>]"
+    )
 
 
 def test_generator_is_not_consumed() -> None:
@@ -376,6 +381,14 @@ class BadIter(list[int]):
         raise KeyError("iter broke")
 
 
+class BadReprWith:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 class SleepyRepr:
     def __repr__(self) -> str:
         time.sleep(5)
@@ -417,7 +430,9 @@ def test_dataclass_field_that_raises() -> None:
 
     h = Holder(1)
     del h.x
-    assert summarize_value(h).startswith("dataclass test_dataclass_field_that_raises.<locals>.Holder(x=<failed: Attribu")
+    assert summarize_value(h).startswith(
+        "dataclass test_dataclass_field_that_raises.<locals>.Holder(x=<failed: Attribu"
+    )
 
 
 def test_default_repr_object_shows_attributes_and_property_is_not_called() -> None:
@@ -448,8 +463,8 @@ def test_someone_elses_timer_is_left_alone() -> None:
     assert remaining_before > 0
     handler_before = signal.getsignal(signal.SIGALRM)
     summary, elapsed = timed(summarize_value, [SlowItem() for _ in range(20)], time_limit_s=0.2)
-    # No timer of ours, but the cooperative deadline still stops between items.
-    assert elapsed < 0.2 + 3 * 0.08
+    # No timer of ours, but the cooperative deadline still stops between items (20 items: 1.6 s).
+    assert elapsed < 1.0
     assert "timed out" in summary
     assert signal.getsignal(signal.SIGALRM) is handler_before
     remaining_after, _ = signal.getitimer(signal.ITIMER_REAL)
@@ -465,9 +480,21 @@ def test_summaries_from_another_thread_use_the_cooperative_deadline() -> None:
     start = time.perf_counter()
     thread.start()
     thread.join(10)
-    assert time.perf_counter() - start < 0.2 + 3 * 0.08
+    assert time.perf_counter() - start < 1.0
     assert "timed out" in results[0]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+class BadStrLen(str):
+    def __len__(self) -> int:
+        raise ValueError("no len")
+
+
+def test_never_raises_and_never_warns(recwarn: pytest.WarningsRecorder) -> None:
+    assert summarize_value(BadStrLen("abc")).startswith("BadStrLen <summary failed: ValueError: no len")
+    masked = summarize_value(np.ma.masked_array([1, 2, 3], mask=[0, 1, 0]))  # numpy warns while formatting
+    assert masked == "MaskedArray shape=(3,) dtype=int64 [1, --, 3]"
+    assert not [w for w in recwarn.list if "context" in w.filename or "numpy" in w.filename]
 
 
 def test_max_chars_is_always_respected(big_frame: pd.DataFrame) -> None:
@@ -535,8 +562,12 @@ def test_env_values_are_redacted_everywhere(monkeypatch: pytest.MonkeyPatch) -> 
     assert redactor.hits == {"env MY_SERVICE_TOKEN": 4}
 
 
+LONG_SECRET = "Lq-" + "9f8e7d6c5b4a3210" * 5  # 83 characters: longer than any marker slack
+
+
 def test_env_values_in_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", TOKEN)
+    monkeypatch.setenv("MY_LONG_SECRET", LONG_SECRET)
     redactor = Redactor()
     url = f"https://svc.example/v1?k={TOKEN}"
     cases: list[object] = [
@@ -547,15 +578,17 @@ def test_env_values_in_summaries(monkeypatch: pytest.MonkeyPatch) -> None:
         pd.Series([url]),
         np.array([url]),
         ValueError(f"bad token {TOKEN}"),
-        ("x" * 280) + TOKEN,  # the secret straddles the cut
-        ["y" * 30 + TOKEN],
-        (b"x" * 280) + TOKEN.encode(),
     ]
+    # Wherever the cut falls, a secret is never shown in part.
+    cases += [("x" * k) + LONG_SECRET + "tail" for k in range(200, 300)]
+    cases += [[("y" * k) + LONG_SECRET] for k in range(0, 45)]
+    cases += [(b"x" * k) + LONG_SECRET.encode() for k in range(200, 300)]
+    cases += [BadReprWith(f"{'z' * k}{LONG_SECRET}") for k in range(200, 300)]
     for value in cases:
         summary = redactor.summarize("thing", value)
-        assert TOKEN not in summary.text
-        for n in range(4, len(TOKEN)):  # not even a part of it
-            assert TOKEN[:n] not in summary.text, (value, summary.text)
+        for secret in (TOKEN, LONG_SECRET):
+            for n in range(4, len(secret) + 1):  # not even a part of it
+                assert secret[:n] not in summary.text, (value, summary.text)
         assert len(summary.text) <= 300
 
 
@@ -630,13 +663,14 @@ def test_secret_attributes_fields_and_columns() -> None:
     @dataclasses.dataclass
     class Conn:
         user: str
-        password: str
+        password: object
 
     frame = pd.DataFrame({"user": ["a", "b"], "password": ["p1-secret", "p2-secret"]})
     series = pd.Series(["s1-secret"], name="token")
-    for value in (Client(), Conn("bob", "p1-secret"), frame, series, [Conn("bob", "p1-secret")]):
+    values = (Client(), Conn("bob", 987654321), frame, series, [Conn("bob", 987654321)])
+    for value in values:
         text = redactor.summarize("thing", value).text
-        assert "t0k3n" not in text and "secret'" not in text and "-secret" not in text, text
+        assert "t0k3n" not in text and "-secret" not in text and "987654321" not in text, text
         assert "<redacted:credential name>" in text
     assert frame.loc[0, "password"] == "p1-secret"
 
@@ -721,6 +755,7 @@ r = requests.get(url, auth=("alice", "wonderland"), timeout=5)
 client = Client(api_key='inline-key', region="eu")
 token = os.environ["GITHUB_TOKEN"]
 greeting = f"Bearer {token}"
+auth_header = f"Bearer {token}"
 monkey = "banana"
 max_tokens = 4096
 """
@@ -743,6 +778,7 @@ def test_literals_assigned_to_secret_names_in_code() -> None:
     for kept in (
         'token = os.environ["GITHUB_TOKEN"]',
         'greeting = f"Bearer {token}"',
+        'auth_header = f"Bearer {token}"',
         'monkey = "banana"',
         "max_tokens = 4096",
         'region="eu"',
@@ -826,6 +862,29 @@ def test_summarize_names_order_and_skips() -> None:
     assert summaries[2].redacted and summaries[2].text == "<redacted:credential name>"
     with_modules, _ = summarize_names(["np", "x"], namespace, redactor, skip_modules=False)
     assert [(s.name, s.text) for s in with_modules] == [("np", "module numpy"), ("x", "int 3")]
+
+
+def test_summarize_names_skips_ipython_helpers() -> None:
+    class InteractiveShell:
+        def get_ipython(self) -> InteractiveShell:
+            return self
+
+    InteractiveShell.__module__ = "IPython.core.interactiveshell"
+    history = ["x = 1"]
+    outputs: dict[int, object] = {}
+    namespace: dict[str, object] = {
+        "In": history,
+        "Out": outputs,
+        "_ih": history,
+        "_oh": outputs,
+        "get_ipython": InteractiveShell().get_ipython,
+        "x": 1,
+    }
+    summaries, left_out = summarize_names(list(namespace), namespace, Redactor(environ={}))
+    assert [s.name for s in summaries] == ["x"] and left_out == 0
+    # A user's own variable called In is kept.
+    own = {"In": [1, 2]}
+    assert [s.name for s in summarize_names(["In"], own, Redactor(environ={}))[0]] == ["In"]
 
 
 def test_summarize_names_budget() -> None:

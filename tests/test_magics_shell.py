@@ -21,6 +21,7 @@ def shell():
     ip.run_line_magic("config", "Refine.display = 'text'")
     yield ip
     ip.run_line_magic("unload_ext", "nbrefine")
+    ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
     ip.reset(new_session=False)
 
 
