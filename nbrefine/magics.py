@@ -179,6 +179,12 @@ class RefineMagics(Magics):
             session.failures = tuple(failures)
             session._applier = lambda code: self._apply(code, before, after)
             self._repair(session, run, cell, failures, before, after, redactor, snapshot, notes, failed_at)
+        except KeyboardInterrupt:
+            # Ctrl-C before the loop took over (capture, provider set-up): end as cleanly as in it.
+            if session.status == "running":
+                session.finish_without_loop("interrupted", "Interrupted: the refine loop was stopped.")
+            else:
+                raise
         finally:
             if snapshot is not None:
                 snapshot.close()
