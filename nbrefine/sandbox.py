@@ -11,7 +11,9 @@ file descriptors 1 and 2 at once (the inherited ones belong to ipykernel and wou
 re-send output to the notebook); never touch zmq, comms or ``OutStream`` there; send
 results back pickled over a pipe; leave with ``os._exit``; kill whole process groups.
 
-Hardening (rlimits, network, file writes) plugs in through :attr:`SandboxOptions.hardening`.
+Each trial is then hardened by :func:`nbrefine.limits.harden` (rlimits, no network, no
+processes, writes only in a per-trial scratch folder removed afterwards, an audit hook), as
+its :class:`~nbrefine.limits.TrialPolicy` says.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import linecache
 import os
 import pickle
 import select
+import shutil
 import signal
 import struct
 import sys
@@ -43,6 +46,7 @@ from typing import Any, TypeVar
 from ._errors import SandboxError
 from .capture import Failure, capture_failure
 from .context import Redactor, summarize_value
+from .limits import PolicyRefusal, TrialPolicy, harden
 
 __all__ = [
     "SandboxOptions",
@@ -57,7 +61,8 @@ __all__ = [
 R = TypeVar("R")
 
 _HEADER = struct.Struct("!Q")
-_OUTPUT_CAP = 200_000
+_OUTPUT_CAP = 1_000_000  # characters of stdout/stderr kept per trial
+_FLOOD_LIMIT = 50_000_000  # characters of output after which the trial is stopped
 _EXIT_GRACE_S = 2.0
 
 
@@ -69,14 +74,17 @@ class TrialSpec:
     checks: tuple[str, ...] = ()
     timeout_s: float = 10.0
     label: str = "candidate"
+    policy: TrialPolicy = field(default_factory=TrialPolicy)
 
 
 @dataclass(frozen=True)
 class TrialOutcome:
-    """What happened when a candidate ran. ``status`` is one of
-    ``passed``, ``failed`` (an exception or failed assert/check), ``timeout``, ``crashed``
-    (killed by a signal), ``exited`` (``sys.exit``/``os._exit``), ``interrupted``,
-    ``sandbox_error`` (the sandbox itself broke)."""
+    """What happened when a candidate ran. ``status`` is one of ``passed``, ``failed`` (an
+    exception or a failed assert/check), ``timeout`` (wall clock), ``cpu_limit``,
+    ``memory_limit``, ``output_limit``, ``refused`` (the sandbox policy refused an action:
+    ``detail`` says which), ``crashed`` (killed by a signal, e.g. a segfault), ``exited``
+    (``sys.exit``/``os._exit``), ``interrupted`` (KeyboardInterrupt), ``sandbox_error``
+    (the sandbox itself broke)."""
 
     status: str
     failure: Failure | None = None
@@ -153,13 +161,13 @@ class SandboxOptions:
     """How trial children are prepared.
 
     ``child_setup`` runs once in the snapshot process right after the fork (adapters use it
-    to cut the child off from the kernel's display machinery). ``hardening`` callables run
-    in every trial child before the candidate; each returns the name of the layer it
-    enabled, or ``None`` when it could not (feature detection)."""
+    to cut the child off from the kernel's display machinery). ``harden`` applies the
+    layers of :mod:`nbrefine.limits` in every trial (off only for measurements)."""
 
     child_setup: Callable[[], None] = _no_setup
-    hardening: Sequence[Callable[[], str | None]] = field(default_factory=tuple)
+    harden: bool = True
     output_cap: int = _OUTPUT_CAP
+    flood_limit: int = _FLOOD_LIMIT
 
 
 def fork_supported() -> str | None:
@@ -253,6 +261,8 @@ def _exit_detail(status: int) -> tuple[str, str]:
             name = signal.Signals(number).name
         except ValueError:
             name = str(number)
+        if number == signal.SIGXCPU:
+            return "cpu_limit", "the trial's CPU time limit was reached"
         return "crashed", f"killed by signal {name}"
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
     return "exited", f"the process exited with code {code} before reporting"
@@ -350,10 +360,14 @@ def call_in_fork(fn: Callable[[], R], timeout_s: float = 2.0) -> R:
 
 
 class _CappedText(io.TextIOBase):
-    """A text stream that keeps the first ``cap`` characters and counts the rest."""
+    """A text stream that keeps the first ``cap`` characters and counts the rest.
 
-    def __init__(self, cap: int) -> None:
+    Past ``flood_limit`` characters it calls ``on_flood`` (which ends the trial)."""
+
+    def __init__(self, cap: int, flood_limit: int = _FLOOD_LIMIT, on_flood: Callable[[], None] | None = None):
         self.cap = cap
+        self.flood_limit = flood_limit
+        self.on_flood = on_flood
         self.parts: list[str] = []
         self.size = 0
         self.dropped = 0
@@ -367,6 +381,8 @@ class _CappedText(io.TextIOBase):
             self.parts.append(text[:room])
             self.size += min(len(text), room)
         self.dropped += max(len(text) - max(room, 0), 0)
+        if self.dropped > self.flood_limit and self.on_flood is not None:
+            self.on_flood()
         return len(text)
 
     def getvalue(self) -> str:
@@ -428,19 +444,45 @@ def run_checks(
     return failures
 
 
+def _classify(err: BaseException) -> tuple[str, str]:
+    """A typed status for an exception, looking through wrapping (``raise X from refusal``)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, PolicyRefusal):
+            return "refused", current.action
+        if isinstance(current, MemoryError):
+            return "memory_limit", "the trial's memory limit was reached"
+        current = current.__cause__ or current.__context__
+    return "failed", ""
+
+
 def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor) -> TrialOutcome:
     """Run ``spec`` in *this* process. Only ever called inside a trial child."""
     started = time.monotonic()
     filename = f"<{spec.label}>"
     _register_source(filename, spec.code)
-    common: dict[str, Any] = {"checks_total": len(spec.checks), "started_at": started}
+    done, total = 0, 0
+
+    def finish(status: str, **fields: Any) -> TrialOutcome:
+        return TrialOutcome(
+            status,
+            checks_total=len(spec.checks),
+            started_at=started,
+            statements_done=done,
+            statements_total=total,
+            duration_s=time.monotonic() - started,
+            **fields,
+        )
+
     try:
         tree = ast.parse(spec.code, filename)
     except SyntaxError as err:
-        failure = capture_failure(err, code=spec.code, label=spec.label, redactor=redactor)
-        return TrialOutcome("failed", failure=failure, duration_s=time.monotonic() - started, **common)
+        return finish(
+            "failed", failure=capture_failure(err, code=spec.code, label=spec.label, redactor=redactor)
+        )
     total = len(tree.body)
-    done = 0
     try:
         for index, node in enumerate(tree.body):
             value = _exec_statement(node, filename, namespace, index == total - 1)
@@ -457,30 +499,14 @@ def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor
             redactor=redactor,
             run_unsafe=_direct,
         )
-        failure = replace(failure, statements_done=done)
-        return TrialOutcome(
-            "failed", failure=failure, statements_done=done, statements_total=total,
-            duration_s=time.monotonic() - started, **common,
-        )  # fmt: skip
+        status, detail = _classify(err)
+        return finish(status, failure=replace(failure, statements_done=done), detail=detail)
     except SystemExit as err:
-        return TrialOutcome(
-            "exited", detail=f"sys.exit({err.code!r}) was called", statements_done=done,
-            statements_total=total, duration_s=time.monotonic() - started, **common,
-        )  # fmt: skip
+        return finish("exited", detail=f"sys.exit({err.code!r}) was called")
     except KeyboardInterrupt:
-        return TrialOutcome(
-            "interrupted", detail="KeyboardInterrupt", statements_done=done, statements_total=total,
-            duration_s=time.monotonic() - started, **common,
-        )  # fmt: skip
-    check_failures = run_checks(spec.checks, namespace, redactor, run_unsafe=_direct)
-    return TrialOutcome(
-        "failed" if check_failures else "passed",
-        check_failures=tuple(check_failures),
-        statements_done=done,
-        statements_total=total,
-        duration_s=time.monotonic() - started,
-        **common,
-    )
+        return finish("interrupted", detail="KeyboardInterrupt")
+    check_failures = tuple(run_checks(spec.checks, namespace, redactor, run_unsafe=_direct))
+    return finish("failed" if check_failures else "passed", check_failures=check_failures)
 
 
 def _no_input(*_args: object, **_kwargs: object) -> str:
@@ -488,21 +514,50 @@ def _no_input(*_args: object, **_kwargs: object) -> str:
 
 
 def _trial_child(
-    write_fd: int, spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions
+    write_fd: int,
+    spec: TrialSpec,
+    namespace: dict[str, Any],
+    redactor: Redactor,
+    options: SandboxOptions,
+    scratch: str,
 ) -> None:
     _enter_child()
-    capture_fd = tempfile.TemporaryFile()  # noqa: SIM115 - lives until the child's os._exit
-    os.dup2(capture_fd.fileno(), 1)
-    os.dup2(capture_fd.fileno(), 2)
-    stdout, stderr = _CappedText(options.output_cap), _CappedText(options.output_cap)
+    capture = open(os.path.join(scratch, ".trial-output"), "w+b")  # noqa: SIM115 - lives until os._exit
+    os.dup2(capture.fileno(), 1)
+    os.dup2(capture.fileno(), 2)
+
+    def report(outcome: TrialOutcome) -> None:
+        capture.seek(0)
+        raw = capture.read(options.output_cap).decode("utf-8", "replace")
+        _write_msg(write_fd, replace(outcome, stdout=stdout.getvalue() + raw, stderr=stderr.getvalue()))
+
+    def flood() -> None:
+        detail = f"more than {options.flood_limit:,} characters of output; stopped"
+        report(TrialOutcome("output_limit", detail=detail, checks_total=len(spec.checks), layers=layers))
+        os._exit(0)
+
+    layers: tuple[str, ...] = ()
+    stdout = _CappedText(options.output_cap, options.flood_limit, flood)
+    stderr = _CappedText(options.output_cap, options.flood_limit, flood)
     sys.stdout, sys.stderr = stdout, stderr
     builtins.input = _no_input
-    layers = [name for name in (harden() for harden in options.hardening) if name]
-    outcome = execute_trial(spec, namespace, redactor)
-    capture_fd.seek(0)
-    raw = capture_fd.read(options.output_cap).decode("utf-8", "replace")
-    outcome = replace(outcome, stdout=stdout.getvalue() + raw, stderr=stderr.getvalue(), layers=tuple(layers))
-    _write_msg(write_fd, outcome)
+    sys.dont_write_bytecode = True
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch
+    if options.harden:
+        keep = {write_fd, capture.fileno()}
+        layers = tuple(harden(spec.policy, scratch, timeout_s=spec.timeout_s, keep_fds=keep))
+    report(replace(execute_trial(spec, namespace, redactor), layers=layers))
+
+
+def _run_in_scratch(fork_trial: Callable[[str], tuple[int, int]], timeout_s: float) -> tuple[str, Any]:
+    """Create the trial's scratch folder, fork the trial into it, collect, remove the folder."""
+    scratch = tempfile.mkdtemp(prefix="nbrefine-trial-")
+    try:
+        pid, read_fd = fork_trial(scratch)
+        return _collect(pid, read_fd, timeout_s)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- the snapshot process
@@ -521,13 +576,21 @@ def _snapshot_main(
             spec = _read_msg(cmd_fd, None)
         except (EOFError, OSError):
             return
-        pid, read_fd = _fork(
-            functools.partial(
-                _trial_child, spec=spec, namespace=namespace, redactor=redactor, options=options
+
+        def fork_trial(scratch: str, spec: TrialSpec = spec) -> tuple[int, int]:
+            trial = functools.partial(
+                _trial_child,
+                spec=spec,
+                namespace=namespace,
+                redactor=redactor,
+                options=options,
+                scratch=scratch,
             )
-        )
-        _write_msg(res_fd, ("started", pid))
-        status, value = _collect(pid, read_fd, spec.timeout_s)
+            pid, read_fd = _fork(trial)
+            _write_msg(res_fd, ("started", pid))
+            return pid, read_fd
+
+        status, value = _run_in_scratch(fork_trial, spec.timeout_s)
         if status == "ok":
             _write_msg(res_fd, ("done", value))
         else:
@@ -634,13 +697,15 @@ class LiveForkRunner:
             return TrialOutcome("sandbox_error", detail=f"cannot fork: {reason}")
         requested = time.monotonic()
 
-        def child(write_fd: int) -> None:
-            _enter_child()
-            self.options.child_setup()
-            _trial_child(write_fd, spec, self.namespace, self.redactor, self.options)
+        def fork_trial(scratch: str) -> tuple[int, int]:
+            def child(write_fd: int) -> None:
+                _enter_child()
+                self.options.child_setup()
+                _trial_child(write_fd, spec, self.namespace, self.redactor, self.options, scratch)
 
-        pid, read_fd = _fork(child)
-        status, value = _collect(pid, read_fd, spec.timeout_s)
+            return _fork(child)
+
+        status, value = _run_in_scratch(fork_trial, spec.timeout_s)
         if status != "ok":
             return TrialOutcome(status, detail=str(value), checks_total=len(spec.checks))
         assert isinstance(value, TrialOutcome)
