@@ -41,6 +41,18 @@ class Refine(Configurable):
         help="Fork a snapshot of the kernel state when %%refine starts, so trials see the state "
         "the cell saw. Off: trials fork from the state after the failed run.",
     ).tag(config=True)
+    memory_limit_mb = Int(
+        4096, help="Address space (MiB) a trial may add on top of the kernel state it forked from."
+    ).tag(config=True)
+    allow_network = Bool(False, help="Let trials use the network (per cell: --allow-network).").tag(
+        config=True
+    )
+    allow_subprocess = Bool(False, help="Let trials start processes (per cell: --allow-subprocess).").tag(
+        config=True
+    )
+    allow_writes = Bool(
+        False, help="Let trials write files outside their scratch folder (per cell: --allow-writes)."
+    ).tag(config=True)
     display = Enum(
         ["auto", "widget", "text"],
         default_value="auto",
@@ -55,7 +67,7 @@ class Refine(Configurable):
     def _default_model(self) -> str:
         return os.environ.get("NBREFINE_MODEL", "").strip()
 
-    @validate("max_attempts", "max_retries", "max_tokens", "prompt_budget")
+    @validate("max_attempts", "max_retries", "max_tokens", "prompt_budget", "memory_limit_mb")
     def _positive_int(self, proposal: Any) -> int:
         value = int(proposal["value"])
         floor = 0 if proposal["trait"].name == "max_retries" else 1

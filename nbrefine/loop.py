@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from ._errors import ProviderError
 from .context import Redactor
+from .limits import TrialPolicy
 from .prompt import RepairTask, build_request, parse_reply
 from .providers.base import Provider, ProviderReply, ProviderRequest
 from .sandbox import TrialOutcome, TrialSpec
@@ -34,6 +35,7 @@ class LoopConfig:
     max_tokens: int = 4096
     prompt_budget: int = 16000
     regressions_to_stop: int = 2
+    policy: TrialPolicy = field(default_factory=TrialPolicy)
 
 
 @dataclass
@@ -188,7 +190,9 @@ class _Loop:
         return self._judge(attempt, parsed.code)
 
     def _judge(self, attempt: Attempt, code: str) -> LoopResult | None:
-        spec = TrialSpec(code=code, checks=self.task.checks, timeout_s=self.config.timeout_s)
+        spec = TrialSpec(
+            code=code, checks=self.task.checks, timeout_s=self.config.timeout_s, policy=self.config.policy
+        )
         self.emit("trial_start", {"attempt": attempt.number})
         outcome = self.runner.run(spec)
         attempt.outcome = outcome
@@ -236,6 +240,11 @@ class _Loop:
         return None
 
     def _result(self, status: str, reason: str, message: str, fixed: Attempt | None = None) -> LoopResult:
+        refused = [a.outcome.detail for a in self.attempts if a.outcome and a.outcome.status == "refused"]
+        if status == "unfixed" and refused:
+            message += (
+                f" The sandbox refused: {refused[-1]} (see the --allow-network/-subprocess/-writes options)."
+            )
         explanation = (
             fixed.explanation
             if fixed

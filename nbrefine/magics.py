@@ -18,6 +18,7 @@ from ._config import Refine
 from ._errors import NbrefineError, ProviderError, SandboxError
 from .capture import Failure, capture_failure
 from .context import Redactor, summarize_names
+from .limits import TrialPolicy
 from .loop import LoopConfig, refine
 from .prompt import RepairTask
 from .providers import ProviderSettings, make_provider
@@ -60,6 +61,8 @@ def _cell_parser() -> _Parser:
     parser.add_argument("--timeout", type=float)
     parser.add_argument("-t", "--test", action="append", default=[], dest="checks")
     parser.add_argument("--no-snapshot", action="store_true", dest="no_snapshot")
+    for opt_in in ("network", "subprocess", "writes"):
+        parser.add_argument(f"--allow-{opt_in}", action="store_true", dest=f"allow_{opt_in}")
     return parser
 
 
@@ -73,6 +76,7 @@ class _Run:
     timeout: float
     checks: tuple[str, ...]
     snapshot: bool
+    policy: TrialPolicy
 
 
 def _names_used(code: str) -> list[str]:
@@ -142,6 +146,12 @@ class RefineMagics(Magics):
             timeout=opts.timeout if opts.timeout is not None else conf.timeout,
             checks=tuple(opts.checks),
             snapshot=conf.snapshot and not opts.no_snapshot,
+            policy=TrialPolicy(
+                memory_mb=conf.memory_limit_mb,
+                allow_network=conf.allow_network or opts.allow_network,
+                allow_subprocess=conf.allow_subprocess or opts.allow_subprocess,
+                allow_writes=conf.allow_writes or opts.allow_writes,
+            ),
         )
         if run.max_attempts < 1:
             raise UsageError("%%refine: --max-attempts must be at least 1")
@@ -285,6 +295,7 @@ class RefineMagics(Magics):
             LoopConfig(
                 max_attempts=run.max_attempts,
                 timeout_s=run.timeout,
+                policy=run.policy,
                 max_tokens=self.settings.max_tokens,
                 prompt_budget=self.settings.prompt_budget,
             ),

@@ -27,6 +27,8 @@ Rules:
 - Never delete, weaken or skip an assert or a check, and never hide the error with try/except.
 - Do not invent data or hard-code expected results; compute them.
 - The corrected cell runs on the same kernel state the original saw.
+- Candidates are verified in a sandbox without network, subprocesses or file writes outside a \
+scratch folder. If the cell needs those, keep them: never delete what the cell is for.
 
 Reply with at most three sentences explaining the cause and the fix, then exactly one fenced \
 ```python block holding the whole corrected cell."""

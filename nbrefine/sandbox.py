@@ -217,7 +217,8 @@ def _read_msg(fd: int, deadline: float | None) -> Any:
 def _enter_child(own_group: bool = True) -> None:
     """First thing in every forked child: own process group, private streams."""
     if own_group:
-        os.setpgid(0, 0)
+        with contextlib.suppress(OSError):  # already a group (or session) leader
+            os.setpgid(0, 0)
     faulthandler.disable()  # a crashing candidate must not dump onto the kernel's stderr
     sys.stdout = io.StringIO()
     sys.stderr = io.StringIO()
