@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 
 import nbrefine
 from nbrefine.providers.scripted import ScriptedProvider
@@ -12,17 +11,6 @@ from nbrefine.providers.scripted import ScriptedProvider
 
 def block(code: str) -> str:
     return f"Explanation.\n```python\n{code}\n```"
-
-
-@pytest.fixture
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "nbrefine")
-    ip.run_line_magic("config", "Refine.display = 'text'")
-    yield ip
-    ip.run_line_magic("unload_ext", "nbrefine")
-    ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
-    ip.reset(new_session=False)
 
 
 @pytest.fixture

@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 import nbrefine
 from nbrefine.providers.scripted import ScriptedProvider
 from nbrefine.widget import ReviewPanel
-
-
-@pytest.fixture
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "nbrefine")
-    ip.run_line_magic("config", "Refine.display = 'text'")
-    yield ip
-    ip.run_line_magic("unload_ext", "nbrefine")
-    ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
-    ip.reset(new_session=False)
 
 
 def failing_session(shell, replies):

@@ -1,0 +1,18 @@
+"""Fixtures shared by the in-process IPython tests."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+
+@pytest.fixture
+def shell():
+    """A real IPython shell with nbrefine loaded and text output; cleaned up afterwards."""
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbrefine")
+    ip.run_line_magic("config", "Refine.display = 'text'")
+    yield ip
+    ip.run_line_magic("unload_ext", "nbrefine")
+    ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
+    ip.reset(new_session=False)
