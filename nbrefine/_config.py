@@ -20,8 +20,14 @@ class Refine(Configurable):
     """Settings of the %%refine loop."""
 
     provider = Unicode(
-        help="Model provider that proposes fixes: 'anthropic' (default), or any registered name. "
-        "Default: $NBREFINE_PROVIDER, else 'anthropic'."
+        help="Provider that proposes fixes: 'auto' (anthropic when ANTHROPIC_API_KEY is set, else "
+        "offline), 'anthropic', 'offline', 'scripted', or any registered name. Default: "
+        "$NBREFINE_PROVIDER, else 'auto'."
+    ).tag(config=True)
+    quick_fixes = Bool(
+        True,
+        help="Try the offline quick fixes (typos, missing imports, wrong column names...) before "
+        "asking a model: simple errors cost nothing and need no network.",
     ).tag(config=True)
     model = Unicode(
         help="Model name for the provider; empty means the provider's default. Default: $NBREFINE_MODEL."
@@ -61,7 +67,7 @@ class Refine(Configurable):
 
     @default("provider")
     def _default_provider(self) -> str:
-        return os.environ.get("NBREFINE_PROVIDER", "").strip() or "anthropic"
+        return os.environ.get("NBREFINE_PROVIDER", "").strip() or "auto"
 
     @default("model")
     def _default_model(self) -> str:

@@ -1077,6 +1077,13 @@ _NEUTRAL_WORDS = _wordset(
 )
 _WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
+_PUBLIC_ENV_NAMES = frozenset(
+    "PATH HOME PWD OLDPWD USER LOGNAME SHELL TERM LANG LANGUAGE TZ TMPDIR TEMP TMP HOSTNAME DISPLAY "
+    "EDITOR VISUAL PAGER SHLVL _ VIRTUAL_ENV MPLBACKEND COLORTERM CLICOLOR FORCE_COLOR NO_COLOR "
+    "OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE "
+    "NBREFINE_PROVIDER NBREFINE_MODEL ANTHROPIC_BASE_URL MAIL HISTFILE MANPATH INFOPATH LS_COLORS".split()
+)
+_PUBLIC_ENV_PREFIXES = ("LC_", "XDG_", "PYTHON", "CONDA_", "JUPYTER_", "JPY_", "PIP_", "PYENV", "IPYTHON")
 _TRIVIAL_ENV_VALUES = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off", "none", "null"})
 
 # Shapes of real credentials. Hex strings (git SHAs, checksums) and UUIDs are deliberately not
@@ -1210,7 +1217,7 @@ class Redactor:
         # most telling one.
         for name in sorted(env, key=lambda k: (not self.is_secret_name(k), k)):
             value = env[name]
-            if not isinstance(value, str) or not self._env_value_is_secret(value, min_env_value_len):
+            if not isinstance(value, str) or not self._env_value_is_secret(name, value, min_env_value_len):
                 continue
             for form in _literal_forms(value):
                 labels.setdefault(form, f"env {name}")
@@ -1221,13 +1228,22 @@ class Redactor:
         self._labels = labels
         self._longest_value = max((len(v) for v in labels), default=0)
 
-    @staticmethod
-    def _env_value_is_secret(value: str, min_len: int) -> bool:
+    def _env_value_is_secret(self, name: str, value: str, min_len: int) -> bool:
         if len(value) < max(1, min_len):
             return False
         if value.isdigit() and len(value) < 10:
             return False
-        return value.strip().lower() not in _TRIVIAL_ENV_VALUES
+        if value.strip().lower() in _TRIVIAL_ENV_VALUES:
+            return False
+        if self.is_secret_name(name) or self.looks_like_secret_value(value):
+            return True
+        # Well-known settings, plain words (LOG_LEVEL=WARNING) and paths (HOME, PWD, PATH) are
+        # not secrets: blanking them would only garble tracebacks and messages.
+        if name in _PUBLIC_ENV_NAMES or name.startswith(_PUBLIC_ENV_PREFIXES):
+            return False
+        if re.fullmatch(r"[A-Za-z]{1,12}", value):
+            return False
+        return not (value.startswith(("/", "~", "./")) or re.fullmatch(r"[A-Za-z]:\\.*", value))
 
     # ---- names ------------------------------------------------------------------------
 

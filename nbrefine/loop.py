@@ -15,7 +15,7 @@ from ._errors import ProviderError
 from .context import Redactor
 from .limits import TrialPolicy
 from .prompt import RepairTask, build_request, parse_reply
-from .providers.base import Provider, ProviderReply, ProviderRequest
+from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
 from .sandbox import TrialOutcome, TrialSpec
 
 __all__ = ["Attempt", "LoopConfig", "LoopResult", "TrialRunner", "normalize_code", "refine"]
@@ -175,6 +175,9 @@ class _Loop:
         finally:
             attempt.provider_s = time.monotonic() - started
         self.emit("reply", {"attempt": number, "chars": len(attempt.reply.text)})
+        if attempt.reply.stop_reason == DECLINED:
+            attempt.note = f"declined: {attempt.reply.text.strip()}"
+            return self._result("unfixed", "declined", attempt.reply.text.strip())
         parsed = parse_reply(attempt.reply.text)
         attempt.code, attempt.explanation = parsed.code, parsed.explanation
         if parsed.code is None:

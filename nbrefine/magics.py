@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import shlex
 import sys
 import time
@@ -21,7 +22,7 @@ from .context import Redactor, summarize_names
 from .limits import TrialPolicy
 from .loop import LoopConfig, refine
 from .prompt import RepairTask
-from .providers import ProviderSettings, make_provider
+from .providers import ProviderSettings, make_provider, resolve_provider_name
 from .sandbox import (
     LiveForkRunner,
     SandboxOptions,
@@ -274,11 +275,17 @@ class RefineMagics(Magics):
             values=tuple(summaries),
             values_left_out=left_out,
             notes=tuple(notes),
+            namespace=before,
         )
         session.notes = tuple(notes)
         print(f"nbrefine: {failures[0].one_line()}")
+        name, note = resolve_provider_name(run.provider, os.environ)
+        if note:
+            print(f"nbrefine: {note}")
         try:
-            provider = make_provider(run.provider, self._provider_settings(run))
+            provider = make_provider(
+                name, self._provider_settings(run), quick_fixes_first=self.settings.quick_fixes
+            )
         except ProviderError as err:
             session.finish_without_loop("error", str(err))
             return

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .capture import Failure
 from .context import Redactor, ValueSummary, render_summaries
-from .providers.base import ProviderRequest
+from .providers.base import ProviderRequest, RepairContext
 
 if TYPE_CHECKING:
     from .loop import Attempt
@@ -62,6 +62,7 @@ class RepairTask:
     values_left_out: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     label: str = "cell"
+    namespace: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _section(title: str, body: str) -> str:
@@ -105,7 +106,27 @@ def build_request(
         fixed.insert(2, _section("Variables the cell uses (kernel state before the cell ran)", values))
     text = "\n".join(fixed)
     text = clip(text, budget)
-    return ProviderRequest(system=SYSTEM_PROMPT, user=redactor.redact_text(text), max_tokens=max_tokens)
+    return ProviderRequest(
+        system=SYSTEM_PROMPT,
+        user=redactor.redact_text(text),
+        max_tokens=max_tokens,
+        context=_repair_context(task, history),
+    )
+
+
+def _repair_context(task: RepairTask, history: Sequence[Attempt]) -> RepairContext:
+    base = _current_base(history) if history else None
+    if base is not None and base.code is not None and base.outcome is not None:
+        code, failure = base.code, base.outcome.first_failure
+    else:
+        code, failure = task.code, task.failures[0] if task.failures else None
+    return RepairContext(
+        code=code,
+        failure=failure,
+        namespace=task.namespace,
+        attempt=len(history) + 1,
+        original_code=task.code,
+    )
 
 
 def _attempt_sections(history: Sequence[Attempt]) -> list[str]:

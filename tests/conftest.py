@@ -12,6 +12,7 @@ def shell():
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "nbrefine")
     ip.run_line_magic("config", "Refine.display = 'text'")
+    ip.run_line_magic("config", "Refine.quick_fixes = False")  # tests of the model path opt back in
     yield ip
     ip.run_line_magic("unload_ext", "nbrefine")
     ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent

@@ -928,3 +928,19 @@ def test_redacted_marker_prefix() -> None:
         marker.startswith(REDACTED)
         for marker in ("<redacted:credential name>", "<redacted:env X>", "<redacted:secret-like value>")
     )
+
+
+def test_public_settings_words_and_paths_in_the_environment_are_not_secrets() -> None:
+    env = {
+        "HOME": "/home/analyst",
+        "LOG_LEVEL": "WARNING",
+        "LC_ALL": "en_US.UTF-8",
+        "DATA_DIR": "/srv/data/warehouse",
+        "MY_SERVICE_TOKEN": "/not/a/path/but/secret-named",
+        "RANDOM_SETTING": "zz-9f8e7d6c5b4a3",
+    }
+    redactor = Redactor(env)
+    text = "File /home/analyst/x.py: WARNING en_US.UTF-8 /srv/data/warehouse"
+    assert redactor.redact_text(text) == text
+    assert "<redacted:env MY_SERVICE_TOKEN>" in redactor.redact_text("t=/not/a/path/but/secret-named")
+    assert "<redacted:env RANDOM_SETTING>" in redactor.redact_text("v=zz-9f8e7d6c5b4a3")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .._errors import ProviderConfigError
@@ -16,6 +16,7 @@ __all__ = [
     "available_providers",
     "make_provider",
     "register_provider",
+    "resolve_provider_name",
 ]
 
 
@@ -37,13 +38,19 @@ def _anthropic(settings: ProviderSettings) -> Provider:
     )
 
 
+def _offline(settings: ProviderSettings) -> Provider:
+    from .offline import OfflineProvider
+
+    return OfflineProvider()
+
+
 def _scripted(settings: ProviderSettings) -> Provider:
     from .scripted import ScriptedProvider
 
     return ScriptedProvider.from_env(settings.model)
 
 
-_FACTORIES: dict[str, ProviderFactory] = {"anthropic": _anthropic, "scripted": _scripted}
+_FACTORIES: dict[str, ProviderFactory] = {"anthropic": _anthropic, "offline": _offline, "scripted": _scripted}
 
 
 def register_provider(name: str, factory: ProviderFactory) -> None:
@@ -55,7 +62,22 @@ def available_providers() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def make_provider(name: str, settings: ProviderSettings) -> Provider:
+def resolve_provider_name(name: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    """The provider to use for ``name`` ('' or 'auto': anthropic with a key, else offline),
+    and a one-line note saying why when the choice was automatic."""
+    if name not in ("", "auto"):
+        return name, ""
+    if environ.get("ANTHROPIC_API_KEY", "").strip():
+        return "anthropic", ""
+    return "offline", "no ANTHROPIC_API_KEY is set, so only the offline quick fixes are used"
+
+
+def make_provider(name: str, settings: ProviderSettings, *, quick_fixes_first: bool = False) -> Provider:
+    """Build provider ``name``; with ``quick_fixes_first``, the offline tier asks first."""
+    if quick_fixes_first and name != "offline":
+        from .tiered import TieredProvider
+
+        return TieredProvider(make_provider("offline", settings), lambda: make_provider(name, settings))
     factory = _FACTORIES.get(name)
     if factory is None:
         raise ProviderConfigError(f"unknown provider {name!r}; available: {', '.join(available_providers())}")

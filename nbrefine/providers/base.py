@@ -2,23 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-__all__ = ["Provider", "ProviderReply", "ProviderRequest", "TextCallback"]
+if TYPE_CHECKING:
+    from ..capture import Failure
+
+__all__ = ["DECLINED", "Provider", "ProviderReply", "ProviderRequest", "RepairContext", "TextCallback"]
+
+#: ``ProviderReply.stop_reason`` of a provider that has nothing (more) to propose: the loop
+#: stops with status "unfixed" and the reply's text as the reason.
+DECLINED = "declined"
 
 #: Called with each piece of text as it streams in (for progress displays).
 TextCallback = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class RepairContext:
+    """Structured facts behind a request, for providers that reason without a model.
+
+    ``code`` is the code to repair now (the original cell, or the latest candidate), and
+    ``failure`` how it failed; ``namespace`` maps names to the live objects the cell saw
+    (read-only: providers must not mutate or call into it beyond cheap attribute reads)."""
+
+    code: str
+    failure: Failure | None
+    namespace: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    attempt: int = 1
+    original_code: str = ""
+
+
+@dataclass(frozen=True)
 class ProviderRequest:
-    """One self-contained repair request: a system prompt and one user message."""
+    """One self-contained repair request: a system prompt and one user message.
+
+    Model providers send ``system`` and ``user``; ``context`` is for offline providers."""
 
     system: str
     user: str
     max_tokens: int = 4096
+    context: RepairContext | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
