@@ -105,16 +105,20 @@ def _address_space_now() -> int:
     raise OSError("no VmSize")
 
 
-def _set_limit(kind: int, soft: int) -> None:
+def _set_limit(kind: int, soft: int, headroom: int = 0) -> None:
+    """Lower the soft limit; the hard one to ``soft + headroom`` (so SIGXCPU comes before SIGKILL)."""
     _, hard = resource.getrlimit(kind)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
-    resource.setrlimit(kind, (soft, hard if hard != resource.RLIM_INFINITY else soft))
+        new_hard = min(hard, soft + headroom)
+    else:
+        new_hard = soft + headroom
+    resource.setrlimit(kind, (soft, new_hard))
 
 
 def _apply_rlimits(policy: TrialPolicy, timeout_s: float) -> bool:
     cpu = policy.cpu_s if policy.cpu_s is not None else timeout_s + 1
-    _set_limit(resource.RLIMIT_CPU, max(int(cpu + 0.999), 1))
+    _set_limit(resource.RLIMIT_CPU, max(int(cpu + 0.999), 1), headroom=2)
     with contextlib.suppress(OSError, ValueError):
         _set_limit(resource.RLIMIT_AS, _address_space_now() + policy.memory_mb * 1024 * 1024)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails with EFBIG instead

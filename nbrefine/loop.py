@@ -132,26 +132,40 @@ class _Loop:
         config: LoopConfig,
         on_event: EventCallback | None,
         user_note: str,
+        history: list[Attempt],
+        should_stop: Callable[[], bool],
     ) -> None:
         self.task, self.provider, self.runner, self.redactor = task, provider, runner, redactor
-        self.config, self.user_note = config, user_note
+        self.config, self.user_note, self.should_stop = config, user_note, should_stop
         self.emit: EventCallback = on_event or (lambda kind, payload: None)
-        self.attempts: list[Attempt] = []
+        self.attempts: list[Attempt] = list(history)
+        self.first_attempt = len(history) + 1
         self.seen_code = {normalize_code(task.code): 0}
         self.seen_errors: dict[str, int] = {}
         self.best_progress = _baseline_progress(task)
         self.regressions_in_row = 0
+        for attempt in history:  # "Try again": carry on from earlier rounds
+            if attempt.code is not None:
+                self.seen_code.setdefault(normalize_code(attempt.code), attempt.number)
+            failure = attempt.outcome.first_failure if attempt.outcome else None
+            if failure is not None:
+                self.seen_errors.setdefault(failure.signature(), attempt.number)
+            if attempt.outcome is not None and not attempt.regression:
+                self.best_progress = max(self.best_progress, attempt.outcome.progress())
 
     def run(self) -> LoopResult:
+        first = self.first_attempt
         try:
-            for number in range(1, self.config.max_attempts + 1):
+            for number in range(first, first + self.config.max_attempts):
+                if self.should_stop():
+                    raise KeyboardInterrupt
                 stop = self._one_attempt(number)
                 if stop is not None:
                     return stop
         except KeyboardInterrupt:
             return self._result("interrupted", "interrupted", "Interrupted: the refine loop was stopped.")
         return self._result(
-            "unfixed", "max_attempts", f"No candidate passed in {self.config.max_attempts} attempt(s)."
+            "unfixed", "max_attempts", f"No candidate passed in {len(self.attempts)} attempt(s)."
         )
 
     def _one_attempt(self, number: int) -> LoopResult | None:
@@ -165,10 +179,19 @@ class _Loop:
         )
         attempt = Attempt(number, request)
         self.attempts.append(attempt)
-        self.emit("request", {"attempt": number, "chars": len(request.user)})
+        self.emit(
+            "request",
+            {
+                "attempt": number,
+                "of": self.first_attempt + self.config.max_attempts - 1,
+                "chars": len(request.user),
+                "provider": self.provider.name,
+                "model": self.provider.model,
+            },
+        )
         started = time.monotonic()
         try:
-            attempt.reply = self.provider.complete(request, lambda piece: self.emit("text", {"text": piece}))
+            attempt.reply = self.provider.complete(request, self._on_text)
         except ProviderError as err:
             attempt.note = f"provider error: {err}"
             return self._result("error", "provider_error", str(err))
@@ -191,6 +214,11 @@ class _Loop:
             return self._result("unfixed", "cycle", f"Stopped: attempt {number} repeated {repeated}.")
         self.seen_code[normalize_code(parsed.code)] = number
         return self._judge(attempt, parsed.code)
+
+    def _on_text(self, piece: str) -> None:
+        if self.should_stop():
+            raise KeyboardInterrupt  # ends the stream; the loop reports "interrupted"
+        self.emit("text", {"text": piece})
 
     def _judge(self, attempt: Attempt, code: str) -> LoopResult | None:
         spec = TrialSpec(
@@ -272,6 +300,22 @@ def refine(
     *,
     on_event: EventCallback | None = None,
     user_note: str = "",
+    history: list[Attempt] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> LoopResult:
-    """Run the loop for ``task``. Never raises for provider or candidate failures."""
-    return _Loop(task, provider, runner, redactor, config or LoopConfig(), on_event, user_note).run()
+    """Run up to ``config.max_attempts`` attempts for ``task``, after any earlier ``history``.
+
+    Never raises for provider or candidate failures; ``should_stop`` (checked between steps
+    and while the reply streams) ends the loop with status "interrupted"."""
+    loop = _Loop(
+        task,
+        provider,
+        runner,
+        redactor,
+        config or LoopConfig(),
+        on_event,
+        user_note,
+        history or [],
+        should_stop or (lambda: False),
+    )
+    return loop.run()

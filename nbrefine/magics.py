@@ -16,11 +16,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ._config import Refine
-from ._errors import NbrefineError, ProviderError, SandboxError
+from ._errors import NbrefineError, SandboxError
 from .capture import Failure, capture_failure
 from .context import Redactor, summarize_names
 from .limits import TrialPolicy
-from .loop import LoopConfig, refine
+from .loop import LoopConfig
 from .prompt import RepairTask
 from .providers import ProviderSettings, make_provider, resolve_provider_name
 from .sandbox import (
@@ -32,7 +32,7 @@ from .sandbox import (
     call_in_fork,
     run_checks,
 )
-from .session import RefineSession, SessionStateError, last_session
+from .session import RefineJob, RefineSession, SessionStateError, last_session
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -106,6 +106,11 @@ class _TransformingRunner:
         outcome: TrialOutcome = self.inner.run(replace(spec, code=self.transform(spec.code)))
         return outcome
 
+    def cancel(self) -> None:
+        cancel = getattr(self.inner, "cancel", None)
+        if callable(cancel):
+            cancel()
+
 
 @magics_class
 class RefineMagics(Magics):
@@ -171,6 +176,7 @@ class RefineMagics(Magics):
         shell = self.ip
         session = RefineSession(cell, provider=run.provider, model=run.model)
         session.timings["max_attempts"] = run.max_attempts
+        session.cell_id, session.cell_source = self._executing_cell()
         namespace: dict[str, Any] = shell.user_ns
         before = dict(namespace)  # bindings only: cheap, and lets Accept undo the failed run's rebinds
         redactor = Redactor()
@@ -183,25 +189,60 @@ class RefineMagics(Magics):
         failed_at = time.perf_counter()
         try:
             failures = self._failures(result, cell, namespace, redactor, run.checks)
-            if not failures:
-                session.finish_without_loop("no_error", "")
-                return
-            after = dict(namespace)
-            session.failures = tuple(failures)
-            session._applier = lambda code: self._apply(code, before, after)
-            self._repair(session, run, cell, failures, before, after, redactor, snapshot, notes, failed_at)
+            if failures:
+                after = dict(namespace)
+                session.failures = tuple(failures)
+                session._applier = lambda code: self._apply(code, before, after)
+                session.job = self._job(run, cell, failures, before, after, redactor, snapshot, notes)
+                snapshot = None  # the job owns it now: released on a decision or the next session
+                session.notes = tuple(notes)
         except KeyboardInterrupt:
             # Ctrl-C before the loop took over (capture, provider set-up): end as cleanly as in it.
-            if session.status == "running":
-                session.finish_without_loop("interrupted", "Interrupted: the refine loop was stopped.")
-            else:
-                raise
+            session.finish_without_loop("interrupted", "Interrupted: the refine loop was stopped.")
         finally:
             if snapshot is not None:
                 snapshot.close()
-        self._show(session)
-        if session.status != "no_error":
-            raise RefineStop(_stop_message(session))
+        if session.job is None and session.status != "interrupted":
+            session.finish_without_loop("no_error", "")
+            return
+        if session.status != "interrupted":
+            self._start(session, run, failed_at)
+        if session.status not in ("running",):
+            self._show(session)
+        raise RefineStop(_stop_message(session))
+
+    def _executing_cell(self) -> tuple[str | None, str | None]:
+        """The notebook cell id (JupyterLab 4, Notebook 7) and whole source of the running cell."""
+        header = getattr(self.ip, "parent_header", None) or {}
+        cell_id = (header.get("metadata") or {}).get("cellId")
+        source = (header.get("content") or {}).get("code")
+        return (cell_id if isinstance(cell_id, str) else None), (source if isinstance(source, str) else None)
+
+    def _start(self, session: RefineSession, run: _Run, failed_at: float) -> None:
+        """Run the loop: in the background under a live panel in a notebook, else right here."""
+        print(f"nbrefine: {session.failures[0].one_line()}")
+        panel = self._panel(session)
+        in_background = session.job is not None and isinstance(
+            getattr(session.job.runner, "inner", None), Snapshot
+        )
+        if panel is not None and in_background:
+            panel.display()
+            panel.start()
+            return
+        session.run(on_event=_Progress(session, run, failed_at))
+        if session.job is not None:
+            session.job.release()  # no "Try again" without the panel: free the snapshot now
+
+    def _panel(self, session: RefineSession) -> Any:
+        mode = self.settings.display
+        in_notebook = getattr(self.ip, "kernel", None) is not None
+        if mode == "text" or (mode == "auto" and not in_notebook):
+            return None
+        try:
+            from .widget import ReviewPanel
+        except ImportError:
+            return None
+        return ReviewPanel(session)
 
     def _take_snapshot(
         self, namespace: dict[str, Any], redactor: Redactor, run: _Run, session: RefineSession
@@ -245,9 +286,8 @@ class RefineMagics(Magics):
             return [failure]
         return run_checks(checks, namespace, redactor, run_unsafe=_fork_eval)
 
-    def _repair(
+    def _job(
         self,
-        session: RefineSession,
         run: _Run,
         cell: str,
         failures: list[Failure],
@@ -256,16 +296,14 @@ class RefineMagics(Magics):
         redactor: Redactor,
         snapshot: Snapshot | None,
         notes: list[str],
-        failed_at: float,
-    ) -> None:
+    ) -> RefineJob:
         names = [n for n in _names_used(self.ip.transform_cell(cell)) if _is_user_name(n)]
         rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
         if rebound and snapshot is not None:
             notes.append(
                 "Before failing, the run had already (re)bound: "
                 + ", ".join(rebound[:20])
-                + ". Values shown "
-                "are from before the cell ran; objects mutated in place may differ."
+                + ". Values shown are from before the cell ran; objects mutated in place may differ."
             )
         summaries, left_out = summarize_names(names, before, redactor)
         task = RepairTask(
@@ -277,38 +315,27 @@ class RefineMagics(Magics):
             notes=tuple(notes),
             namespace=before,
         )
-        session.notes = tuple(notes)
-        print(f"nbrefine: {failures[0].one_line()}")
         name, note = resolve_provider_name(run.provider, os.environ)
         if note:
             print(f"nbrefine: {note}")
-        try:
-            provider = make_provider(
-                name, self._provider_settings(run), quick_fixes_first=self.settings.quick_fixes
-            )
-        except ProviderError as err:
-            session.finish_without_loop("error", str(err))
-            return
-        session.model = provider.model
+        settings, quick_fixes = self._provider_settings(run), self.settings.quick_fixes
         runner = (
             snapshot if snapshot is not None else LiveForkRunner(after, redactor, self._sandbox_options())
         )
-        progress = _Progress(session, run, provider.name, provider.model, failed_at)
-        result = refine(
-            task,
-            provider,
-            _TransformingRunner(runner, self.ip.transform_cell),
-            redactor,
-            LoopConfig(
+        return RefineJob(
+            task=task,
+            provider=lambda: make_provider(name, settings, quick_fixes_first=quick_fixes),
+            runner=_TransformingRunner(runner, self.ip.transform_cell),
+            redactor=redactor,
+            config=LoopConfig(
                 max_attempts=run.max_attempts,
                 timeout_s=run.timeout,
                 policy=run.policy,
                 max_tokens=self.settings.max_tokens,
                 prompt_budget=self.settings.prompt_budget,
             ),
-            on_event=progress,
+            release=snapshot.close if snapshot is not None else (lambda: None),
         )
-        session.finish(result)
 
     def _provider_settings(self, run: _Run) -> ProviderSettings:
         return ProviderSettings(
@@ -334,17 +361,12 @@ class RefineMagics(Magics):
     # ------------------------------------------------------------------ showing
 
     def _show(self, session: RefineSession) -> None:
-        mode = self.settings.display
-        in_notebook = getattr(self.shell, "kernel", None) is not None
-        if mode == "widget" or (mode == "auto" and in_notebook):
-            try:
-                from .widget import ReviewPanel
-            except ImportError:
-                pass
-            else:
-                ReviewPanel(session).display()
-                return
-        print(session.render_text(color=not in_notebook and sys.stdout.isatty()))
+        panel = self._panel(session)
+        if panel is not None:
+            panel.display()
+            return
+        in_terminal = getattr(self.ip, "kernel", None) is None
+        print(session.render_text(color=in_terminal and sys.stdout.isatty()))
 
     def _line_command(self, command: str) -> None:
         session = last_session()
@@ -374,6 +396,8 @@ class RefineMagics(Magics):
 
 def _stop_message(session: RefineSession) -> str:
     """The one line that ends a failed %%refine cell (and stops "Run All" there)."""
+    if session.status == "running":
+        return "nbrefine: the cell failed; nbrefine is working on a fix in the panel above"
     if session.status == "fixed":
         return "nbrefine: the cell failed; a fix passed its trial run: Accept it above, or %refine accept"
     return f"nbrefine: the cell failed and was not fixed ({session.status}): {session.message}"
@@ -385,12 +409,10 @@ def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
 
 
 class _Progress:
-    """Prints one line per attempt while the loop runs, and records timings on the session."""
+    """Prints one line per step while the loop runs here, and records timings on the session."""
 
-    def __init__(
-        self, session: RefineSession, run: _Run, provider: str, model: str, failed_at: float
-    ) -> None:
-        self.session, self.run, self.provider, self.model = session, run, provider, model
+    def __init__(self, session: RefineSession, run: _Run, failed_at: float) -> None:
+        self.session, self.run = session, run
         self.failed_at = failed_at
         self.started = failed_at
 
@@ -401,8 +423,8 @@ class _Progress:
             timings.setdefault("prompt_ready_s", now - self.failed_at)
             self.started = now
             print(
-                f"nbrefine: attempt {payload['attempt']}/{self.run.max_attempts}: asking "
-                f"{self.provider} ({self.model}) …",
+                f"nbrefine: attempt {payload['attempt']}/{payload['of']}: asking "
+                f"{payload['provider']} ({payload['model']}) …",
                 flush=True,
             )
         elif kind == "trial_start":

@@ -657,6 +657,12 @@ class Snapshot:
         latency = max(outcome.started_at - requested, 0.0) if outcome.started_at else 0.0
         return replace(outcome, start_latency_s=latency)
 
+    def cancel(self) -> None:
+        """Kill the trial under way, if any (safe to call from another thread)."""
+        pid = self._trial_pid
+        if pid:
+            _kill_group(pid)
+
     def close(self) -> None:
         """Stop the snapshot process and any trial it runs."""
         if not self.alive:

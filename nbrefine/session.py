@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ._errors import NbrefineError
+from ._errors import NbrefineError, ProviderError
 from .capture import Failure
-from .loop import Attempt, LoopResult
+from .context import Redactor
+from .loop import Attempt, EventCallback, LoopConfig, LoopResult, TrialRunner, refine
+from .prompt import RepairTask
+from .providers.base import Provider
 
 __all__ = ["RefineSession", "SessionStateError", "last_session"]
 
@@ -25,7 +30,22 @@ def last_session() -> RefineSession | None:
 
 
 def _remember(session: RefineSession) -> None:
+    for old in _LAST:
+        if old is not session:
+            old.release()  # an older session's snapshot process is not needed any more
     _LAST[:] = [session]
+
+
+@dataclass
+class RefineJob:
+    """What a session needs to run (more) attempts: built by an adapter, run by the core."""
+
+    task: RepairTask
+    provider: Callable[[], Provider]
+    runner: TrialRunner
+    redactor: Redactor
+    config: LoopConfig
+    release: Callable[[], None] = lambda: None
 
 
 #: Runs accepted code in the live kernel; returns True when it ran without error.
@@ -61,7 +81,13 @@ class RefineSession:
         self.decision = "pending"
         self.timings: dict[str, Any] = {}
         self.accept_ok: bool | None = None
+        self.cell_id: str | None = None  # the notebook cell to write an accepted fix into
+        self.cell_source: str | None = None  # that cell's whole source as it ran
+        self.job: RefineJob | None = None
         self._applier = applier
+        self._provider: Provider | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         if remember:
             _remember(self)
 
@@ -75,6 +101,91 @@ class RefineSession:
     def finish_without_loop(self, status: str, message: str) -> None:
         self.status = status
         self.message = message
+
+    # ------------------------------------------------------------------ running
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    def run(
+        self, *, on_event: EventCallback | None = None, attempts: int | None = None, note: str = ""
+    ) -> None:
+        """Run the loop (or ``attempts`` more attempts after the earlier ones) in this thread."""
+        job = self.job
+        if job is None:
+            raise SessionStateError("this session has nothing to run")
+        if self.decision != "pending":
+            raise SessionStateError(f"this session was already {self.decision}")
+        self.status, self.message = "running", ""
+        self._stop.clear()
+        try:
+            if self._provider is None:
+                self._provider = job.provider()
+            config = job.config if attempts is None else replace(job.config, max_attempts=attempts)
+            result = refine(
+                job.task,
+                self._provider,
+                job.runner,
+                job.redactor,
+                config,
+                on_event=on_event,
+                user_note=note,
+                history=self.attempts,
+                should_stop=self._stop.is_set,
+            )
+        except ProviderError as err:
+            self.finish_without_loop("error", str(err))
+            return
+        except KeyboardInterrupt:  # while the provider was being set up; the loop handles its own
+            self.finish_without_loop("interrupted", "Interrupted: the refine loop was stopped.")
+            return
+        self.model = self._provider.model
+        self.provider = self._provider.name
+        self.finish(result)
+
+    def run_in_background(
+        self,
+        *,
+        on_event: EventCallback | None = None,
+        on_done: Callable[[], None] | None = None,
+        attempts: int | None = None,
+        note: str = "",
+    ) -> threading.Thread:
+        """Run in a thread (the kernel stays free, so a Stop button can be clicked)."""
+        self.status = "running"
+
+        def work() -> None:
+            try:
+                self.run(on_event=on_event, attempts=attempts, note=note)
+            except Exception as err:  # never lose a failure silently in a thread
+                self.finish_without_loop("error", f"{type(err).__name__}: {err}")
+            finally:
+                if on_done is not None:
+                    on_done()
+
+        self._thread = threading.Thread(target=work, name="nbrefine-loop", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background run; True when it has finished."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def stop(self) -> None:
+        """Ask a running loop to stop; a trial under way is killed."""
+        self._stop.set()
+        cancel = getattr(self.job.runner if self.job else None, "cancel", None)
+        if callable(cancel):
+            cancel()
+
+    def release(self) -> None:
+        """Free the snapshot process; no more attempts can run after this."""
+        if self.job is not None and not self.running:
+            self.job.release()
 
     @property
     def attempts(self) -> list[Attempt]:
@@ -127,6 +238,8 @@ class RefineSession:
 
     def accept(self) -> bool:
         """Run the fix in the live kernel (the state advances as if the fixed cell had run)."""
+        if self.running:
+            self.wait()  # a headless caller (nbclient, a script) may accept while the loop runs
         if self.fixed_code is None:
             raise SessionStateError(f"nothing to accept: the session status is {self.status!r}")
         if self.decision != "pending":
@@ -134,6 +247,7 @@ class RefineSession:
         if self._applier is None:
             raise SessionStateError("this session has no kernel to run the fix in")
         self.decision = "accepted"
+        self.release()
         self.accept_ok = self._applier(self.fixed_code)
         return self.accept_ok
 
@@ -141,7 +255,10 @@ class RefineSession:
         """Discard the proposed fix; the kernel state stays as the failed run left it."""
         if self.decision != "pending":
             raise SessionStateError(f"this session was already {self.decision}")
+        if self.running:
+            self.stop()
         self.decision = "rejected"
+        self.release()
 
     # ------------------------------------------------------------------ text view
 

@@ -1,35 +1,49 @@
-"""The first review panel, driven headless (Button.click() runs the on_click handlers)."""
+"""The review panel, driven headless (Button.click() runs the on_click handlers)."""
 
 from __future__ import annotations
+
+import html
+import re
 
 import pytest
 
 import nbrefine
 from nbrefine.providers.scripted import ScriptedProvider
-from nbrefine.widget import ReviewPanel
+from nbrefine.widget import ReviewPanel, _cell_source_with_fix, diff_html, side_by_side_html
 
 
-def failing_session(shell, replies):
+def text_of(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def failing_session(shell, replies, options: str = ""):
     provider = ScriptedProvider(replies)
     nbrefine.register_provider("widget-scripted", lambda settings: provider)
     with pytest.raises(nbrefine.NbrefineError):
-        shell.run_cell_magic("refine", "--provider widget-scripted", "value = 2 * undefined_thing")
+        shell.run_cell_magic("refine", f"--provider widget-scripted {options}", "value = 2 * undefined_thing")
     return nbrefine.last_session()
 
 
-def test_panel_shows_diff_attempts_and_accept_runs_the_fix(shell):
+def test_panel_shows_diff_history_and_accept_runs_the_fix(shell):
     session = failing_session(
         shell, ["wrong\n```python\nvalue = 2 * nope\n```", "ok\n```python\nvalue = 2 * 21\n```"]
     )
     panel = ReviewPanel(session)
     assert "fixed at attempt 2 of 3" in panel.header.value
-    assert "attempt 1: NameError" in panel.attempts.value
-    assert "+value = 2 * 21" in panel.diff.value and "-value = 2 * undefined_thing" in panel.diff.value
+    assert len(panel.history.children) == 2
+    assert "NameError" in panel.history.get_title(0) and "passed" in panel.history.get_title(1)
+    assert "+value = 2 * 21" in text_of(panel.diff.value) and "-value = 2 * undefined_thing" in text_of(
+        panel.diff.value
+    )
+    panel.view.value = "side by side"
+    assert "<table" in panel.diff.value
     assert not panel.accept_button.disabled
     panel.accept_button.click()
     assert shell.user_ns["value"] == 42
-    assert panel.accept_button.disabled and panel.reject_button.disabled
+    assert panel.accept_button.disabled and panel.reject_button.disabled and panel.retry_button.disabled
     assert "Accepted" in panel.status.value
+    # No frontend said which cell ran (an in-process shell): the code is offered to copy.
+    assert panel.copy_box.value == "value = 2 * 21" and panel.copy_box.layout.display is None
     assert session.decision == "accepted"
 
 
@@ -39,15 +53,63 @@ def test_panel_reject(shell):
     panel.reject_button.click()
     assert "value" not in shell.user_ns
     assert session.decision == "rejected" and "Rejected" in panel.status.value
+    assert panel.accept_button.disabled
 
 
-def test_panel_without_fix_has_no_buttons(shell):
-    session = failing_session(shell, ["no code here"] * 3)
+def test_panel_without_fix_cannot_accept_but_can_try_again_with_a_note(shell):
+    session = failing_session(shell, ["no code here"], "--max-attempts 1")
     panel = ReviewPanel(session)
-    shown = [w for child in panel.widget.children for w in getattr(child, "children", (child,))]
-    assert panel.accept_button not in shown and panel.reject_button not in shown
-    assert session.status == "unfixed"
-    assert "no fenced code block" in panel.attempts.value
+    assert session.status == "unfixed" and panel.accept_button.disabled
+    assert "no fenced code block" in panel.history.get_title(0)
+    provider = ScriptedProvider(["```python\nvalue = 5\n```"])
+    session._provider = provider  # the next round's replies
+    panel.note.value = "use five"
+    panel.retry_button.click()
+    assert session.wait(10)
+    assert session.status == "fixed" and len(session.attempts) == 2
+    assert "## Note from the user\nuse five" in provider.requests[0].user
+    panel.refresh()
+    assert not panel.accept_button.disabled
+
+
+def test_background_run_reports_progress_and_can_be_stopped(shell):
+    class Slow(ScriptedProvider):
+        def complete(self, request, on_text=None):
+            for _ in range(200):
+                on_text("x")  # the loop raises here once Stop was pressed
+                import time
+
+                time.sleep(0.02)
+            return super().complete(request, on_text)
+
+    session = failing_session(shell, ["```python\nvalue = 1\n```"], "--max-attempts 1")
+    session._provider = Slow(["```python\nvalue = 3\n```"])
+    panel = ReviewPanel(session)
+    panel.start()
+    import time
+
+    deadline = time.monotonic() + 5
+    while "characters received" not in panel.progress.value and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "asking scripted" in panel.progress.value and "characters received" in panel.progress.value
+    assert panel.stop_button.layout.display is None
+    panel.stop_button.click()
+    assert session.wait(5)
+    assert session.status == "interrupted"
+
+
+def test_cell_source_with_fix_keeps_the_magic_line():
+    assert _cell_source_with_fix("%%refine -t 'x'\na = b", "a = b", "a = 1") == "%%refine -t 'x'\na = 1"
+    assert _cell_source_with_fix("a = b", "a = b", "a = 1") == "a = 1"
+    assert _cell_source_with_fix("something else", "a = b", "a = 1") is None
+    assert _cell_source_with_fix(None, "a = b", "a = 1") is None
+
+
+def test_diff_renderers_mark_changes():
+    unified = diff_html("a = 1\nb = 2", "a = 1\nb = 3")
+    assert "background:#ffebe9" in unified and "background:#dafbe1" in unified
+    table = side_by_side_html("a = 1", "a = 2")
+    assert table.count("<tr>") == 2
 
 
 def test_display_bundle_has_a_text_fallback(shell):

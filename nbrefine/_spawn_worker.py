@@ -1,0 +1,133 @@
+"""The process of one spawn trial: ``python -m nbrefine._spawn_worker`` (see :mod:`nbrefine.spawn`).
+
+Reads the trial from stdin (framed like :mod:`nbrefine.sandbox` messages: a pickled dict of
+metadata, then one frame per shipped value), loads the values into a fresh ``__main__``
+namespace, tells the kernel it is ready (with the values it could not load), then runs the
+trial exactly as a fork trial does: :func:`nbrefine.sandbox._trial_child` makes the streams
+private, hardens this process and writes the outcome to the result pipe. Always leaves with
+``os._exit``. Small import footprint: no IPython, no cloudpickle unless a value needs it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib
+import io
+import linecache
+import marshal
+import os
+import pickle
+import sys
+import traceback
+import types
+from dataclasses import replace
+from typing import Any
+
+from .sandbox import _HEADER, TrialSpec, _trial_child, _write_msg
+
+__all__ = ["load_code", "main", "shared_globals"]
+
+_NAMESPACE: dict[str, Any] = {}
+
+
+def shared_globals() -> dict[str, Any]:
+    """The trial's namespace: shipped functions of the notebook get it as their globals."""
+    return _NAMESPACE
+
+
+def load_code(data: bytes) -> types.CodeType:
+    """Code of a shipped function, with its file name (so notebook lines show in tracebacks)."""
+    code = marshal.loads(data)
+    assert isinstance(code, types.CodeType)
+    return code
+
+
+def _read_exact(stream: io.FileIO, size: int) -> bytearray:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    done = 0
+    while done < size:
+        count = stream.readinto(view[done:])
+        if not count:
+            raise EOFError("the trial payload ended early")
+        done += count
+    return buffer
+
+
+def _read_frame(stream: io.FileIO) -> bytearray:
+    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    return _read_exact(stream, size)
+
+
+def _reason(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")[:200]
+
+
+def _with_cpu_allowance(spec: TrialSpec) -> TrialSpec:
+    """Add the CPU time this process has used so far (start-up, unpickling) to the trial's limit.
+
+    The limit is on the process's total CPU time; a fork starts from zero, this process does not."""
+    try:
+        import resource
+    except ImportError:
+        return spec
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = spec.policy.cpu_s if spec.policy.cpu_s is not None else spec.timeout_s + 1
+    return replace(spec, policy=replace(spec.policy, cpu_s=cpu + usage.ru_utime + usage.ru_stime))
+
+
+def _load(stream: io.FileIO, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A fresh ``__main__`` namespace with the shipped values; and those that failed to load."""
+    global _NAMESPACE
+    main_module = types.ModuleType("__main__")
+    namespace: dict[str, Any] = main_module.__dict__
+    namespace["__builtins__"] = builtins
+    sys.modules["__main__"] = main_module
+    _NAMESPACE = namespace
+    failed: dict[str, str] = {}
+    for name, kind, _size in meta["values"]:
+        data = _read_frame(stream)
+        try:
+            value = importlib.import_module(data.decode()) if kind == "module" else pickle.loads(data)
+        except Exception as err:
+            failed[name] = f"{_reason(err)} (when loading it in the spawn sandbox)"
+            continue
+        namespace[name] = value
+    return namespace, failed
+
+
+def main() -> None:
+    result_fd = -1
+    try:
+        stdin = open(0, "rb", buffering=0, closefd=False)  # noqa: SIM115 - fd 0 is replaced later
+        meta = pickle.loads(_read_frame(stdin))
+        result_fd = int(meta["result_fd"])
+        sys.path.extend(entry for entry in meta["sys_path"] if entry not in sys.path)
+        linecache.cache.update(meta["sources"])
+        namespace, failed = _load(stdin, meta)
+        spec = _with_cpu_allowance(meta["spec"])
+        _write_msg(result_fd, ("ready", failed))
+    except BaseException as err:
+        with contextlib.suppress(Exception):  # stderr is a file the kernel reads on a failed start
+            traceback.print_exc()
+            sys.stderr.flush()
+        if result_fd >= 0:
+            with contextlib.suppress(Exception):
+                _write_msg(result_fd, ("error", _reason(err)))
+        os._exit(70)
+    code = 0
+    try:
+        _trial_child(result_fd, spec, namespace, meta["redactor"], meta["options"], meta["scratch"])
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    # Run the copy of this module that pickles refer to (nbrefine._spawn_worker), not __main__.
+    from nbrefine._spawn_worker import main as _main
+
+    _main()

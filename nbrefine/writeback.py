@@ -1,0 +1,87 @@
+"""Write an accepted fix into its notebook cell, through nbrefine's JupyterLab extension.
+
+The kernel opens a comm to the target ``nbrefine`` with the cell id, the source it expects
+the cell to have now, and the new source. The extension (``labextension/``) finds the cell
+in the notebook bound to this kernel, refuses if the cell is gone or was edited meanwhile,
+replaces the source so that the editor's undo restores the original, stores provenance in
+the cell's metadata, answers, and closes the comm. Where no extension is installed (VS Code,
+Colab, other frontends) the frontend closes the comm at once: the caller falls back to
+showing the code to copy. ``set_next_input`` is never used: from a button callback it
+overwrites whichever cell runs next.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TARGET", "WriteResult", "write_cell"]
+
+TARGET = "nbrefine"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    ok: bool
+    reason: str = ""
+    via_extension: bool = True  # False: no extension answered; show the code to copy instead
+
+
+def write_cell(
+    cell_id: str,
+    expected_source: str,
+    source: str,
+    on_result: Callable[[WriteResult], None],
+    *,
+    metadata: dict[str, Any] | None = None,
+    timeout_s: float = 10.0,
+) -> None:
+    """Ask the frontend to write ``source`` into cell ``cell_id``; ``on_result`` gets the answer once.
+
+    Asynchronous: the answer arrives as a comm message, which the kernel can only read once
+    the current message (e.g. a button click) has been handled."""
+    try:
+        from comm import create_comm
+    except ImportError:  # not in a kernel with comm support
+        on_result(WriteResult(False, "this frontend has no comm support", via_extension=False))
+        return
+    request_id = uuid.uuid4().hex
+    done = threading.Event()
+
+    def answer(result: WriteResult) -> None:
+        if not done.is_set():
+            done.set()
+            timer.cancel()
+            on_result(result)
+
+    def on_msg(msg: dict[str, Any]) -> None:
+        data = (msg.get("content") or {}).get("data") or {}
+        if data.get("request_id") not in (None, request_id):
+            return
+        answer(WriteResult(bool(data.get("ok")), str(data.get("reason", ""))))
+
+    def on_close(_msg: Any) -> None:
+        answer(WriteResult(False, "no nbrefine extension answered in this frontend", via_extension=False))
+
+    timer = threading.Timer(
+        timeout_s,
+        lambda: answer(
+            WriteResult(False, f"the frontend did not answer in {timeout_s:g} s", via_extension=False)
+        ),
+    )
+    timer.daemon = True
+    data = {
+        "action": "write_cell",
+        "request_id": request_id,
+        "cell_id": cell_id,
+        "expected_source": expected_source,
+        "source": source,
+        "metadata": {"nbrefine": metadata or {}},
+    }
+    comm = create_comm(target_name=TARGET, data=data)
+    comm.on_msg(on_msg)
+    comm.on_close(on_close)
+    timer.start()
