@@ -59,6 +59,13 @@ class Refine(Configurable):
     allow_writes = Bool(
         False, help="Let trials write files outside their scratch folder (per cell: --allow-writes)."
     ).tag(config=True)
+    sandbox = Enum(
+        ["auto", "fork", "spawn"],
+        default_value="auto",
+        help="Where trials run: 'fork' (a copy-on-write fork of the kernel state: fast), 'spawn' (a "
+        "fresh interpreter that gets pickled copies of the names a candidate uses: for macOS, "
+        "Windows, CUDA), or 'auto' (fork where it is safe, else spawn).",
+    ).tag(config=True)
     display = Enum(
         ["auto", "widget", "text"],
         default_value="auto",

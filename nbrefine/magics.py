@@ -33,6 +33,7 @@ from .sandbox import (
     run_checks,
 )
 from .session import RefineJob, RefineSession, SessionStateError, last_session
+from .spawn import SpawnRunner, fork_unsafe_reason
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -247,6 +248,8 @@ class RefineMagics(Magics):
     def _take_snapshot(
         self, namespace: dict[str, Any], redactor: Redactor, run: _Run, session: RefineSession
     ) -> tuple[Snapshot | None, list[str]]:
+        if self._spawn_reason() is not None:
+            return None, []  # spawn trials get copies of the pre-cell bindings instead
         if not run.snapshot:
             return None, ["Snapshots are off: trials start from the state the failed run left behind."]
         try:
@@ -255,6 +258,26 @@ class RefineMagics(Magics):
             return None, [f"No snapshot ({err}): trials start from the state the failed run left behind."]
         session.timings["snapshot_s"] = snapshot.taken_s
         return snapshot, []
+
+    def _spawn_reason(self) -> str | None:
+        """Why trials run in fresh interpreters (spawn) instead of forks; None: they fork."""
+        if self.settings.sandbox == "spawn":
+            return "Refine.sandbox is 'spawn'"
+        if self.settings.sandbox == "auto":
+            return fork_unsafe_reason()
+        return None
+
+    def _runner(
+        self, snapshot: Snapshot | None, before: dict[str, Any], after: dict[str, Any], redactor: Redactor
+    ) -> tuple[Any, list[str]]:
+        """The trial runner, and notes about it for the prompt and the panel."""
+        reason = self._spawn_reason()
+        if reason is not None:
+            note = f"Trials run in a fresh interpreter with copies of the names they use ({reason})."
+            return SpawnRunner(before, redactor, SandboxOptions()), [note]
+        if snapshot is not None:
+            return snapshot, []
+        return LiveForkRunner(after, redactor, self._sandbox_options()), []
 
     def _sandbox_options(self) -> SandboxOptions:
         shell = self.ip
@@ -319,9 +342,8 @@ class RefineMagics(Magics):
         if note:
             print(f"nbrefine: {note}")
         settings, quick_fixes = self._provider_settings(run), self.settings.quick_fixes
-        runner = (
-            snapshot if snapshot is not None else LiveForkRunner(after, redactor, self._sandbox_options())
-        )
+        runner, runner_notes = self._runner(snapshot, before, after, redactor)
+        notes.extend(runner_notes)
         return RefineJob(
             task=task,
             provider=lambda: make_provider(name, settings, quick_fixes_first=quick_fixes),

@@ -145,3 +145,20 @@ def test_unload_removes_the_magics(shell):
     assert not any(type(c).__name__ == "Refine" for c in shell.configurables)
     shell.run_line_magic("load_ext", "nbrefine")
     assert "refine" in shell.magics_manager.magics["cell"]
+
+
+def test_spawn_sandbox_mode(shell, scripted):
+    shell.run_line_magic("config", "Refine.sandbox = 'spawn'")
+    shell.run_cell("import threading\nlock = threading.Lock()\nnumbers = [1, 2, 3]")
+    scripted.replies = [
+        block("with lock:\n    total = sum(numbers)"),
+        block("total = sum(numbers)\nassert total == 6"),
+    ]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "total = sum(numbrs)\nassert total == 6")
+    session = nbrefine.last_session()
+    assert session.status == "fixed" and len(session.attempts) == 2
+    assert "fresh interpreter" in " ".join(session.notes)
+    first = session.attempts[0].outcome
+    assert "not shipped to the spawn sandbox: lock" in first.detail  # a lock cannot be pickled
+    assert "total" not in shell.user_ns and shell.user_ns["numbers"] == [1, 2, 3]
