@@ -6,9 +6,8 @@ passed a trial run in a fork of the kernel state) and ``%refine accept|reject|st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._config import Refine
 from ._errors import (
     NbrefineError,
     ProviderAuthError,
@@ -21,8 +20,11 @@ from ._errors import (
     ProviderUnavailableError,
     SandboxError,
 )
-from .providers import register_provider
-from .session import RefineSession, last_session
+
+if TYPE_CHECKING:
+    from ._config import Refine
+    from .providers import register_provider
+    from .session import RefineSession, last_session
 
 __version__ = "0.1.0"
 
@@ -46,11 +48,33 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
-_LOADED: dict[int, tuple[Any, Refine]] = {}
+# Imported on first use: the spawn worker and the CLI import this package and should not pay
+# for traitlets, IPython or the whole engine when they do not need them.
+_LAZY = {
+    "Refine": "._config",
+    "RefineSession": ".session",
+    "last_session": ".session",
+    "register_provider": ".providers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbrefine' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+_LOADED: dict[int, tuple[Any, Any]] = {}
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nbrefine``: register the magics and the ``Refine`` configurable."""
+    from ._config import Refine
     from .magics import RefineMagics  # IPython adapters load only when the extension does
 
     if id(ipython) in _LOADED:
