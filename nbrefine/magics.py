@@ -223,10 +223,7 @@ class RefineMagics(Magics):
         """Run the loop: in the background under a live panel in a notebook, else right here."""
         print(f"nbrefine: {session.failures[0].one_line()}")
         panel = self._panel(session)
-        in_background = session.job is not None and isinstance(
-            getattr(session.job.runner, "inner", None), Snapshot
-        )
-        if panel is not None and in_background:
+        if panel is not None and session.can_run_in_background:
             panel.display()
             panel.start()
             return
@@ -356,7 +353,11 @@ class RefineMagics(Magics):
                 max_tokens=self.settings.max_tokens,
                 prompt_budget=self.settings.prompt_budget,
             ),
-            release=snapshot.close if snapshot is not None else (lambda: None),
+            free=snapshot.close if snapshot is not None else (lambda: None),
+            fallback=lambda: _TransformingRunner(
+                LiveForkRunner(self.ip.user_ns, redactor, self._sandbox_options()), self.ip.transform_cell
+            ),
+            background_ok=isinstance(runner, (Snapshot, SpawnRunner)),
         )
 
     def _provider_settings(self, run: _Run) -> ProviderSettings:

@@ -45,7 +45,22 @@ class RefineJob:
     runner: TrialRunner
     redactor: Redactor
     config: LoopConfig
-    release: Callable[[], None] = lambda: None
+    free: Callable[[], None] = lambda: None  # frees the runner (the snapshot process)
+    fallback: Callable[[], TrialRunner] | None = None  # a runner once that one is freed
+    background_ok: bool = False  # the runner may be driven from a thread (no fork in the kernel)
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.free()
+
+    def current_runner(self) -> TrialRunner:
+        if not self.released:
+            return self.runner
+        if self.fallback is None:
+            raise SessionStateError("the snapshot of this session was released; run the cell again")
+        return self.fallback()
 
 
 #: Runs accepted code in the live kernel; returns True when it ran without error.
@@ -126,7 +141,7 @@ class RefineSession:
             result = refine(
                 job.task,
                 self._provider,
-                job.runner,
+                job.current_runner(),
                 job.redactor,
                 config,
                 on_event=on_event,
@@ -167,6 +182,10 @@ class RefineSession:
         self._thread = threading.Thread(target=work, name="nbrefine-loop", daemon=True)
         self._thread.start()
         return self._thread
+
+    @property
+    def can_run_in_background(self) -> bool:
+        return self.job is not None and self.job.background_ok and not self.job.released
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a background run; True when it has finished."""

@@ -125,10 +125,18 @@ class ReviewPanel:
     # ------------------------------------------------------------------ running live
 
     def start(self, *, attempts: int | None = None, note: str = "") -> None:
-        """Run (more) attempts in the background; the panel follows them."""
-        self.session.run_in_background(
-            on_event=self.on_event, on_done=self.refresh, attempts=attempts, note=note
-        )
+        """Run (more) attempts, in the background where the runner allows it; the panel follows."""
+        if self.session.can_run_in_background:
+            self.session.run_in_background(
+                on_event=self.on_event, on_done=self.refresh, attempts=attempts, note=note
+            )
+        else:  # forking the kernel itself must happen on its main thread
+            self.session.status = "running"
+            self.refresh()
+            try:
+                self.session.run(on_event=self.on_event, attempts=attempts, note=note)
+            except SessionStateError as err:
+                self.session.finish_without_loop("error", str(err))
         self.refresh()
 
     def on_event(self, kind: str, payload: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import time
 
 import pytest
 
@@ -73,29 +74,43 @@ def test_panel_without_fix_cannot_accept_but_can_try_again_with_a_note(shell):
 
 
 def test_background_run_reports_progress_and_can_be_stopped(shell):
+    """With the panel, the loop runs in a thread (the kernel stays free for the Stop click)."""
+
     class Slow(ScriptedProvider):
         def complete(self, request, on_text=None):
             for _ in range(200):
                 on_text("x")  # the loop raises here once Stop was pressed
-                import time
-
                 time.sleep(0.02)
             return super().complete(request, on_text)
 
-    session = failing_session(shell, ["```python\nvalue = 1\n```"], "--max-attempts 1")
-    session._provider = Slow(["```python\nvalue = 3\n```"])
-    panel = ReviewPanel(session)
-    panel.start()
-    import time
-
-    deadline = time.monotonic() + 5
-    while "characters received" not in panel.progress.value and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "asking scripted" in panel.progress.value and "characters received" in panel.progress.value
-    assert panel.stop_button.layout.display is None
-    panel.stop_button.click()
+    shell.run_line_magic("config", "Refine.display = 'widget'")
+    provider = Slow(["```python\nvalue = 3\n```"])
+    nbrefine.register_provider("widget-slow", lambda settings: provider)
+    with pytest.raises(nbrefine.NbrefineError, match="working on a fix"):
+        shell.run_cell_magic("refine", "--provider widget-slow", "value = 2 * undefined_thing")
+    session = nbrefine.last_session()
+    assert session.running and session.can_run_in_background
+    panel = ReviewPanel(session)  # a second view of the same session, to drive it here
+    time.sleep(0.3)  # the reply streams for about 4 s
+    assert session.running
+    session.stop()
     assert session.wait(5)
     assert session.status == "interrupted"
+    panel.refresh()
+    assert panel.stop_button.layout.display == "none"
+    assert not panel.retry_button.disabled  # the snapshot is kept for "Try again"
+
+
+def test_progress_events_update_the_panel(shell):
+    session = failing_session(shell, ["```python\nvalue = 1\n```"])
+    panel = ReviewPanel(session)
+    panel.on_event("request", {"attempt": 2, "of": 3, "provider": "anthropic", "model": "m"})
+    assert "Attempt 2 of 3: asking anthropic" in panel.progress.value
+    panel._last_paint = 0.0
+    panel.on_event("text", {"text": "x" * 1234})
+    assert "1,234 characters received" in panel.progress.value
+    panel.on_event("trial_start", {"attempt": 2})
+    assert "running the candidate in the sandbox" in panel.progress.value
 
 
 def test_cell_source_with_fix_keeps_the_magic_line():
