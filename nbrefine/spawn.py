@@ -299,7 +299,7 @@ def _estimated_size(value: object) -> int | None:
 
 
 def _human(size: int) -> str:
-    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / (1 << 20):.1f} MiB"
 
 
 @dataclass
@@ -345,8 +345,9 @@ def _ship(names: Iterable[str], namespace: Mapping[str, Any]) -> _Shipment:
             shipment.values.append((name, "module", value.__name__.encode()))
             continue
         estimate = _estimated_size(value)
-        if estimate is not None and estimate > MAX_VALUE_BYTES:
-            shipment.failed[name] = f"too large to copy ({_human(estimate)})"
+        # Pickles carry some overhead: refuse near the limit before paying for a full pickle.
+        if estimate is not None and estimate > MAX_VALUE_BYTES * 0.95:
+            shipment.failed[name] = f"too large to copy ({_human(estimate)}; limit {_human(MAX_VALUE_BYTES)})"
             continue
         buffer = io.BytesIO()
         pickler = _pickler_class()(buffer, namespace)
@@ -357,7 +358,9 @@ def _ship(names: Iterable[str], namespace: Mapping[str, Any]) -> _Shipment:
             continue
         data = buffer.getvalue()
         if len(data) > MAX_VALUE_BYTES:
-            shipment.failed[name] = f"too large to copy ({_human(len(data))})"
+            shipment.failed[name] = (
+                f"too large to copy ({_human(len(data))}; limit {_human(MAX_VALUE_BYTES)})"
+            )
             continue
         shipment.values.append((name, "pickle", data))
         filenames.update(pickler.filenames)
