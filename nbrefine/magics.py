@@ -184,7 +184,7 @@ class RefineMagics(Magics):
         snapshot, notes = self._take_snapshot(namespace, redactor, run, session)
         try:
             self.running = True
-            result = shell.run_cell(cell, store_history=False)
+            result = self._run_quietly_if_asked(cell)
         finally:
             self.running = False
         failed_at = time.perf_counter()
@@ -211,6 +211,24 @@ class RefineMagics(Magics):
         if session.status not in ("running",):
             self._show(session)
         raise RefineStop(_stop_message(session))
+
+    def _run_quietly_if_asked(self, cell: str) -> Any:
+        """``shell.run_cell``, honouring a trailing ``;`` of the cell body.
+
+        IPython decides that from the last *stored* input, which is the ``%%refine`` cell
+        itself, so the body's ``;`` would be ignored without this."""
+        hook = self.ip.displayhook
+        try:
+            quiet = hook.semicolon_at_end_of_expression(self.ip.transform_cell(cell))
+        except Exception:  # a cell that does not tokenize: IPython will report it
+            quiet = False
+        if not quiet:
+            return self.ip.run_cell(cell, store_history=False)
+        hook.quiet = lambda: True
+        try:
+            return self.ip.run_cell(cell, store_history=False)
+        finally:
+            del hook.quiet  # back to the class's method
 
     def _executing_cell(self) -> tuple[str | None, str | None]:
         """The notebook cell id (JupyterLab 4, Notebook 7) and whole source of the running cell."""

@@ -162,3 +162,13 @@ def test_spawn_sandbox_mode(shell, scripted):
     first = session.attempts[0].outcome
     assert "not shipped to the spawn sandbox: lock" in first.detail  # a lock cannot be pickled
     assert "total" not in shell.user_ns and shell.user_ns["numbers"] == [1, 2, 3]
+
+
+def test_trailing_semicolon_hides_the_result(shell, scripted, capsys):
+    shell.run_cell("x = 5")
+    capsys.readouterr()
+    refine(shell, "x;")
+    assert capsys.readouterr().out == ""
+    refine(shell, "x * 2")
+    assert "10" in capsys.readouterr().out
+    assert shell.displayhook.quiet.__self__ is shell.displayhook  # the patch is gone again
