@@ -77,12 +77,17 @@ def _scrub_inherited_fds(keep: Iterable[int]) -> bool:
             continue
         with contextlib.suppress(OSError):
             mode = os.fstat(fd).st_mode
-            if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
-                os.dup2(devnull, fd)  # the kernel's socket/pipe stays open in the kernel
-            elif stat.S_ISREG(mode) and os.get_blocking(fd) is not None and _opened_for_writing(fd):
-                readonly = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
-                os.dup2(readonly, fd)
-                os.close(readonly)
+            if stat.S_ISDIR(mode):
+                continue  # read-only by nature; Landlock guards what is created in it
+            if stat.S_ISREG(mode):
+                if _opened_for_writing(fd):
+                    readonly = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
+                    os.dup2(readonly, fd)
+                    os.close(readonly)
+                continue
+            # Sockets, pipes, devices and anonymous inodes (zmq's eventfds, epoll, timerfd...)
+            # are the kernel's: this process gets /dev/null in their place; the kernel keeps its own.
+            os.dup2(devnull, fd)
     os.close(devnull)
     return True
 
@@ -144,12 +149,12 @@ def _libc() -> Any:
 
 
 def _unshare_network() -> bool:
+    """A new, empty network namespace, inside a new user namespace even for root: that also
+    drops every capability the process had over the host (no reboot, no raising limits)."""
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
-    if uid == 0 and libc.unshare(_CLONE_NEWNET) == 0:
-        return True
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        return False
+        return bool(uid == 0 and libc.unshare(_CLONE_NEWNET) == 0)
     # Map ourselves so that files we create are owned by us, not by the overflow id.
     with contextlib.suppress(OSError):
         with open("/proc/self/setgroups", "w") as setgroups:
@@ -158,6 +163,49 @@ def _unshare_network() -> bool:
             uid_map.write(f"{uid} {uid} 1")
         with open("/proc/self/gid_map", "w") as gid_map:
             gid_map.write(f"{gid} {gid} 1")
+    return True
+
+
+# --------------------------------------------------------------------------- shared memory
+
+_PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
+_MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS = 0x02, 0x10, 0x20
+_MAX_PRIVATE_COPY = 256 << 20
+
+
+def _privatize_shared_mappings() -> bool:
+    """Writable shared mappings (``mmap``, ``np.memmap(mode="r+")``, shared memory) survive a
+    fork and would let a trial write into the kernel's memory and files. Replace each with a
+    private copy at the same address (too large ones become read-only)."""
+    libc = _libc()
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open("/proc/self/maps") as maps:
+        entries = [line.split() for line in maps]
+    for fields in entries:
+        perms = fields[1]
+        if perms[3] != "s" or perms[1] != "w":
+            continue
+        start, end = (int(part, 16) for part in fields[0].split("-"))
+        length = end - start
+        prot = _PROT_READ | _PROT_WRITE | (_PROT_EXEC if perms[2] == "x" else 0)
+        if length > _MAX_PRIVATE_COPY or perms[0] != "r":
+            libc.mprotect(start, length, _PROT_READ if perms[0] == "r" else 0)
+            continue
+        content = ctypes.string_at(start, length)
+        flags = _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_FIXED
+        if libc.mmap(start, length, prot, flags, -1, 0) != start:
+            libc.mprotect(start, length, _PROT_READ)
+            continue
+        ctypes.memmove(start, content, length)
     return True
 
 
@@ -170,47 +218,129 @@ _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _EPERM, _ENOSYS = 1, 38
 _CLONE_THREAD = 0x00010000
-# Per architecture: audit arch, and the syscalls to refuse: (fork, vfork, clone, clone3, execve, execveat).
-_ARCHES = {
-    "x86_64": (
-        0xC000003E,
-        {"fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59, "execveat": 322},
-    ),
-    "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "execve": 221, "execveat": 281}),
-}
+
+# Syscall numbers per architecture (x86_64; aarch64 uses the generic table).
+_SYSCALLS = {
+    "x86_64": {
+        "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59, "execveat": 322,
+        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+        "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+        "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
+        "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
+        "reboot": 169, "sethostname": 170, "setdomainname": 171, "settimeofday": 164,
+        "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "mount": 165, "umount2": 166,
+        "pivot_root": 155, "swapon": 167, "swapoff": 168, "init_module": 175, "finit_module": 313,
+        "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320, "acct": 163, "quotactl": 179,
+        "chroot": 161, "setns": 308, "unshare": 272, "ptrace": 101, "process_vm_readv": 310,
+        "process_vm_writev": 311, "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "mknod": 133, "mknodat": 259, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+        "kcmp": 312, "open_by_handle_at": 304, "name_to_handle_at": 303, "userfaultfd": 323,
+        "syslog": 103, "vhangup": 153, "iopl": 172, "ioperm": 173,
+        "setpriority": 141, "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142,
+        "sched_setattr": 314, "prlimit64": 302, "ioprio_set": 251, "migrate_pages": 256,
+        "move_pages": 279, "kill": 62, "tkill": 200, "tgkill": 234,
+    },
+    "aarch64": {
+        "clone": 220, "clone3": 435, "execve": 221, "execveat": 281,
+        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchownat": 54, "fchown": 55,
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
+        "fremovexattr": 16, "utimensat": 88,
+        "reboot": 142, "sethostname": 161, "setdomainname": 162, "settimeofday": 170,
+        "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "mount": 40, "umount2": 39,
+        "pivot_root": 41, "swapon": 224, "swapoff": 225, "init_module": 105, "finit_module": 273,
+        "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294, "acct": 89, "quotactl": 60,
+        "chroot": 51, "setns": 268, "unshare": 97, "ptrace": 117, "process_vm_readv": 270,
+        "process_vm_writev": 271, "bpf": 280, "perf_event_open": 241, "keyctl": 219, "add_key": 217,
+        "request_key": 218, "mknodat": 33, "pidfd_send_signal": 424, "pidfd_getfd": 438, "kcmp": 272,
+        "open_by_handle_at": 265, "name_to_handle_at": 264, "userfaultfd": 282, "syslog": 116,
+        "vhangup": 58,
+        "setpriority": 140, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118,
+        "sched_setattr": 274, "prlimit64": 261, "ioprio_set": 30, "migrate_pages": 238,
+        "move_pages": 239, "kill": 129, "tkill": 130, "tgkill": 131,
+    },
+}  # fmt: skip
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+# Never for a trial: the host's clock, mounts, modules, other processes' memory, and so on.
+_DENY_ALWAYS = (
+    "reboot", "sethostname", "setdomainname", "settimeofday", "clock_settime", "clock_adjtime",
+    "adjtimex", "mount", "umount2", "pivot_root", "swapon", "swapoff", "init_module", "finit_module",
+    "delete_module", "kexec_load", "kexec_file_load", "acct", "quotactl", "chroot", "setns", "unshare",
+    "ptrace", "process_vm_readv", "process_vm_writev", "bpf", "perf_event_open", "keyctl", "add_key",
+    "request_key", "mknod", "mknodat", "pidfd_send_signal", "pidfd_getfd", "kcmp", "open_by_handle_at",
+    "name_to_handle_at", "userfaultfd", "syslog", "vhangup", "iopl", "ioperm",
+    "chown", "fchown", "lchown", "fchownat",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+)  # fmt: skip
+# File metadata: Landlock does not cover it, so it goes unless writes are allowed.
+_DENY_UNLESS_WRITES = (
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+)
+_DENY_UNLESS_PROCESSES = ("fork", "vfork", "execve", "execveat")
+# Calls aimed at a process: allowed for this process (0 or its own pid) only. name -> pid argument.
+_OWN_PROCESS_ONLY = {
+    "setpriority": 1, "sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0,
+    "sched_setattr": 0, "prlimit64": 0, "ioprio_set": 1, "migrate_pages": 0, "move_pages": 0,
+    "kill": 0, "tkill": 0, "tgkill": 0,
+}  # fmt: skip
 
 
 def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-def _seccomp_program(arch: int, calls: dict[str, int]) -> bytes:
-    load_word, jump_eq, jump_set, ret = 0x20, 0x15, 0x45, 0x06
+_LD_W_ABS, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
+
+
+def _seccomp_program(machine: str, policy: TrialPolicy, own_pid: int) -> bytes:
+    table = _SYSCALLS[machine]
     deny, allow = _RET_ERRNO | _EPERM, _RET_ALLOW
-    refuse = [calls[name] for name in ("fork", "vfork", "execve", "execveat") if name in calls]
-    body = [_bpf(load_word, 0, 0, 0)]  # the syscall number
-    for number in refuse:
-        body += [_bpf(jump_eq, 0, 1, number), _bpf(ret, 0, 0, deny)]
-    # clone3 hides its flags in memory: answer ENOSYS so that libc falls back to clone.
-    body += [_bpf(jump_eq, 0, 1, calls["clone3"]), _bpf(ret, 0, 0, _RET_ERRNO | _ENOSYS)]
-    # clone: threads (CLONE_THREAD) are fine, new processes are not. args[0] low word is at 16.
-    body += [
-        _bpf(jump_eq, 0, 4, calls["clone"]),
-        _bpf(load_word, 0, 0, 16),
-        _bpf(jump_set, 0, 1, _CLONE_THREAD),
-        _bpf(ret, 0, 0, allow),
-        _bpf(ret, 0, 0, deny),
-    ]
-    body.append(_bpf(ret, 0, 0, allow))
-    head = [_bpf(load_word, 0, 0, 4), _bpf(jump_eq, 1, 0, arch), _bpf(ret, 0, 0, allow)]
+    names = list(_DENY_ALWAYS)
+    if not policy.allow_writes:
+        names += _DENY_UNLESS_WRITES
+    if not policy.allow_subprocess:
+        names += _DENY_UNLESS_PROCESSES
+    body = [_bpf(_LD_W_ABS, 0, 0, 0)]  # the syscall number
+    for number in sorted({table[name] for name in names if name in table}):
+        body += [_bpf(_JEQ, 0, 1, number), _bpf(_RET, 0, 0, deny)]
+    if not policy.allow_subprocess:
+        # clone3 hides its flags in memory: answer ENOSYS so that libc falls back to clone;
+        # clone itself: threads (CLONE_THREAD) are fine, new processes are not.
+        body += [_bpf(_JEQ, 0, 1, table["clone3"]), _bpf(_RET, 0, 0, _RET_ERRNO | _ENOSYS)]
+        body += [
+            _bpf(_JEQ, 0, 4, table["clone"]),
+            _bpf(_LD_W_ABS, 0, 0, 16),  # low word of args[0]
+            _bpf(_JSET, 1, 0, _CLONE_THREAD),
+            _bpf(_RET, 0, 0, deny),
+            _bpf(_RET, 0, 0, allow),
+        ]
+    for name, argument in _OWN_PROCESS_ONLY.items():
+        body += [
+            _bpf(_JEQ, 0, 5, table[name]),
+            _bpf(_LD_W_ABS, 0, 0, 16 + 8 * argument),
+            _bpf(_JEQ, 2, 0, 0),
+            _bpf(_JEQ, 1, 0, own_pid),
+            _bpf(_RET, 0, 0, deny),
+            _bpf(_RET, 0, 0, allow),
+        ]
+    body.append(_bpf(_RET, 0, 0, allow))
+    head = [_bpf(_LD_W_ABS, 0, 0, 4), _bpf(_JEQ, 1, 0, _AUDIT_ARCH[machine]), _bpf(_RET, 0, 0, allow)]
     return b"".join(head + body)
 
 
-def _install_seccomp() -> bool:
-    spec = _ARCHES.get(platform.machine())
-    if spec is None or not sys.platform.startswith("linux"):
+def _install_seccomp(policy: TrialPolicy) -> bool:
+    machine = platform.machine()
+    if machine not in _SYSCALLS or not sys.platform.startswith("linux"):
         return False
-    program = _seccomp_program(*spec)
+    program = _seccomp_program(machine, policy, os.getpid())
     buffer = ctypes.create_string_buffer(program)
 
     class SockFprog(ctypes.Structure):
@@ -284,6 +414,12 @@ _PATH_EVENTS = {
     "shutil.rmtree": 0,
     "shutil.move": 0,
     "shutil.copyfile": 1,
+    "os.setxattr": 0,
+    "os.removexattr": 0,
+    "os.chflags": 0,
+    "os.lchflags": 0,
+    "os.mkfifo": 0,
+    "os.mknod": 0,
 }
 _PROCESS_EVENTS = (
     "subprocess.Popen",
@@ -353,9 +489,13 @@ def harden(policy: TrialPolicy, scratch: str, *, timeout_s: float, keep_fds: Ite
         with contextlib.suppress(OSError, AttributeError):
             if _unshare_network():
                 active.append("netns")
-    if linux and not policy.allow_subprocess:
-        with contextlib.suppress(OSError, AttributeError):
-            if _install_seccomp():
+    if linux:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if _privatize_shared_mappings():
+                active.append("private-mappings")
+    if linux:
+        with contextlib.suppress(OSError, AttributeError, KeyError):
+            if _install_seccomp(policy):
                 active.append("seccomp")
     if linux:
         with contextlib.suppress(OSError, AttributeError):

@@ -206,9 +206,38 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
     return b"".join(chunks)
 
 
-def _read_msg(fd: int, deadline: float | None) -> Any:
+# What a message from a trial (or from the snapshot process) may contain. Model-written code
+# runs in the trial and can write anything into its result pipe: unpickling it unrestricted
+# would run that code here, outside every sandbox layer. Hence an allowlist, and a size cap.
+_ALLOWED_GLOBALS = frozenset(
+    {
+        ("nbrefine.sandbox", "TrialOutcome"),
+        ("nbrefine.capture", "Failure"),
+        ("nbrefine.capture", "FrameInfo"),
+        ("nbrefine.context", "ValueSummary"),
+        *(("builtins", name) for name in ("tuple", "list", "dict", "set", "frozenset", "str", "bytes")),
+        *(("builtins", name) for name in ("int", "float", "bool", "complex")),
+    }
+)
+_MAX_UNTRUSTED_MESSAGE = 256 << 20
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"refused to unpickle {module}.{name} from a sandboxed process")
+        return super().find_class(module, name)
+
+
+def _read_msg(fd: int, deadline: float | None, *, trusted: bool = False) -> Any:
+    """One framed message. Only messages from the kernel itself are ``trusted``."""
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    return pickle.loads(_read_exact(fd, size, deadline))
+    if not trusted and size > _MAX_UNTRUSTED_MESSAGE:
+        raise pickle.UnpicklingError(f"a sandboxed process sent a {size}-byte message; refused")
+    data = _read_exact(fd, size, deadline)
+    if trusted:
+        return pickle.loads(data)
+    return _RestrictedUnpickler(io.BytesIO(data)).load()
 
 
 # --------------------------------------------------------------------------- child side
@@ -296,7 +325,11 @@ def _collect(pid: int, read_fd: int, timeout_s: float) -> tuple[str, Any]:
         _kill_group(pid)
         _reap(pid, _EXIT_GRACE_S)
         return "timeout", f"still running after {timeout_s:g} s; stopped"
-    except (EOFError, struct.error, pickle.UnpicklingError):
+    except pickle.UnpicklingError as err:
+        _kill_group(pid)
+        _reap(pid, _EXIT_GRACE_S)
+        return "refused", f"the trial's report was not an outcome ({err})"
+    except (EOFError, struct.error):
         status, detail = _exit_detail(_reap(pid, _EXIT_GRACE_S) or 0)
         return status, detail
     except KeyboardInterrupt:
@@ -465,8 +498,14 @@ def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor
     filename = f"<{spec.label}>"
     _register_source(filename, spec.code)
     done, total = 0, 0
+    saved_builtins = dict(vars(builtins))
+
+    def restore_builtins() -> None:
+        # The candidate may have rebound or deleted builtins that capturing and reporting use.
+        vars(builtins).update(saved_builtins)
 
     def finish(status: str, **fields: Any) -> TrialOutcome:
+        restore_builtins()
         return TrialOutcome(
             status,
             checks_total=len(spec.checks),
@@ -491,6 +530,7 @@ def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor
             if value is not None:
                 print(f"Out: {summarize_value(value, max_chars=500)}")
     except Exception as err:
+        restore_builtins()
         failure = capture_failure(
             err,
             code=spec.code,
@@ -506,6 +546,7 @@ def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor
         return finish("exited", detail=f"sys.exit({err.code!r}) was called")
     except KeyboardInterrupt:
         return finish("interrupted", detail="KeyboardInterrupt")
+    restore_builtins()
     check_failures = tuple(run_checks(spec.checks, namespace, redactor, run_unsafe=_direct))
     return finish("failed" if check_failures else "passed", check_failures=check_failures)
 
@@ -527,7 +568,10 @@ def _trial_child(
     os.dup2(capture.fileno(), 1)
     os.dup2(capture.fileno(), 2)
 
+    saved_builtins = dict(vars(builtins))
+
     def report(outcome: TrialOutcome) -> None:
+        vars(builtins).update(saved_builtins)  # see execute_trial: the candidate may have changed them
         capture.seek(0)
         raw = capture.read(options.output_cap).decode("utf-8", "replace")
         _write_msg(write_fd, replace(outcome, stdout=stdout.getvalue() + raw, stderr=stderr.getvalue()))
@@ -574,7 +618,7 @@ def _snapshot_main(
     options.child_setup()
     while True:
         try:
-            spec = _read_msg(cmd_fd, None)
+            spec = _read_msg(cmd_fd, None, trusted=True)  # from the kernel
         except (EOFError, OSError):
             return
 

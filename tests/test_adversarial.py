@@ -1,0 +1,756 @@
+"""Adversarial candidates trial-run from a REAL kernel: nothing they do may reach the kernel.
+
+One ipykernel (module fixture) talks to the loopback fake of the Anthropic API
+(tests/fake_anthropic.py). For each case in tests/adversarial_cases.py the fake is scripted to
+reply with the adversarial candidate, and a ``%%refine --max-attempts 1 --timeout 3`` cell that
+raises is run, so that exactly that candidate is trial-run through the real path (snapshot fork,
+trial fork, hardening layers). Before and after, the test compares:
+
+* in the kernel (read back as JSON): user names, their ids, content hashes of the mutable values
+  (list, dict, DataFrame, ndarray, bytearray, shared mmap, memmap), the cwd, a hash of os.environ,
+  a hash of the builtins, the ids of watched ``sys.modules`` entries and of ``json``'s attributes,
+  the SIGINT handler, the sqlite connection's change counter;
+* in this process: every file (content, mode, mtime, xattrs) under a test-owned folder outside
+  the trial's scratch folder and under the kernel's cwd, the sqlite database file and row count,
+  and the connection count of a loopback TCP server run by the test;
+
+and afterwards that the notebook saw only nbrefine's own lines, that the kernel answers ``1+1``
+within a second, and that no process the kernel started is left (children of the kernel, and any
+process carrying this run's marker in its environment).
+
+``pytest -s`` prints one line per case: name, outcome status, active hardening layers.
+A failing case here is a real sandbox escape: the assertions state the safe behaviour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import re
+import resource
+import secrets
+import socket
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from adversarial_cases import CASES, Case
+from fake_anthropic import FakeAnthropic
+
+pytestmark = pytest.mark.timeout(120)
+
+SERVICE_TOKEN = "svc-" + secrets.token_hex(16)  # in the kernel's environment as MY_SERVICE_TOKEN
+RUN_MARK = "adv-" + secrets.token_hex(8)  # in the kernel's environment as NBREFINE_ADV_RUN
+JSON_MARK = "@@ADV-JSON@@ "
+LEAK = "ADV-LEAK"
+TRIGGER = 'raise ValueError("trigger")'
+OUTPUT_CAP = 1_000_000  # nbrefine.sandbox._OUTPUT_CAP
+
+ORIGINAL_FILES = {
+    "a.txt": b"alpha\n",
+    "b.txt": b"bravo\n",
+    "sub/c.txt": b"charlie\n",
+    "data.bin": b"DATA-BIN-0000000",  # 16 bytes, mapped by the kernel's np.memmap
+}
+
+SETUP = """\
+%reset -f
+%load_ext nbrefine
+%config Refine.display = 'text'
+%config Refine.provider = 'anthropic'
+%config Refine.quick_fixes = False
+%config Refine.sandbox = 'fork'
+%config Refine.max_retries = 0
+%config Refine.request_timeout = 20.0
+%config Refine.max_attempts = 1
+%config Refine.timeout = 3.0
+%config Refine.memory_limit_mb = 4096
+"""
+
+STATE_SETUP = """\
+import os, sys, json, sqlite3, mmap, builtins
+import numpy as np
+import pandas as pd
+os.chdir(@CWD@)
+lst = [1, 2, 3]
+dct = {"a": 1, "b": [1, 2]}
+df = pd.DataFrame({"x": [1, 2, 3], "y": ["p", "q", "r"]})
+arr = np.arange(12, dtype="int64")
+n = 41
+canary = bytearray(b"CANARY-0")
+shared = mmap.mmap(-1, 16)
+shared.write(b"SHARED-MMAP-0000")
+mm = np.memmap(@DATA@, dtype="uint8", mode="r+", shape=(16,))
+conn = sqlite3.connect(@DB@)
+conn.execute("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+conn.commit()
+"""
+
+# Defines _adv_fingerprint() in the kernel (an underscore name: not among the user names).
+PROBE = """\
+def _adv_fingerprint():
+    import builtins as _b, hashlib as _h, os as _os, signal as _s, sys as _sys
+
+    g = get_ipython().user_ns
+
+    def h(obj):
+        data = bytes(obj) if isinstance(obj, (bytes, bytearray, memoryview)) else repr(obj).encode()
+        return _h.sha256(data).hexdigest()[:24]
+
+    def safe(fn):
+        try:
+            return fn()
+        except Exception as err:
+            return f"ERROR {type(err).__name__}: {err}"
+
+    skip = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+    names = sorted(k for k in g if not k.startswith("_") and k not in skip)
+    pd = _sys.modules["pandas"]
+    watched = ("json", "os", "sys", "builtins", "numpy", "pandas", "sqlite3", "nbrefine", "socket")
+    return {
+        "pid": _os.getpid(),
+        "names": names,
+        "ids": {k: id(g[k]) for k in names},
+        "lst": safe(lambda: h(g["lst"])),
+        "dct": safe(lambda: [h(g["dct"]), id(g["dct"]["b"]), h(g["dct"]["b"])]),
+        "df": safe(lambda: [
+            int(pd.util.hash_pandas_object(g["df"], index=True).sum()),
+            [str(c) for c in g["df"].columns],
+            repr(g["df"].dtypes),
+        ]),
+        "arr": safe(lambda: [h(g["arr"].tobytes()), list(g["arr"].shape), str(g["arr"].dtype)]),
+        "n": safe(lambda: repr(g["n"])),
+        "canary": safe(lambda: bytes(g["canary"]).decode()),
+        "shared": safe(lambda: bytes(g["shared"][:]).decode()),
+        "mm": safe(lambda: bytes(g["mm"]).decode()),
+        "conn": safe(lambda: [g["conn"].total_changes, g["conn"].in_transaction]),
+        "cwd": _os.getcwd(),
+        "environ": h(sorted(_os.environ.items())),
+        # ipykernel rebinds builtins.input to a fresh bound method on every execute request
+        "builtins": h(sorted((k, id(getattr(_b, k))) for k in dir(_b) if k != "input")),
+        "input": getattr(_b.input, "__qualname__", repr(_b.input)),
+        "ns_builtins": id(g.get("__builtins__")),
+        "modules": {m: id(_sys.modules.get(m)) for m in watched},
+        "json_attrs": safe(lambda: h(sorted((k, id(v)) for k, v in vars(_sys.modules["json"]).items()))),
+        "sigint": repr(_s.getsignal(_s.SIGINT)),
+    }
+"""
+
+SESSION_EXPR = """(lambda s: None if s is None else {
+    "status": s.status,
+    "message": s.message,
+    "render": s.render_text(),
+    "attempts": [
+        {
+            "status": a.outcome.status if a.outcome is not None else None,
+            "layers": list(a.outcome.layers) if a.outcome is not None else [],
+            "detail": a.outcome.detail if a.outcome is not None else a.note,
+            "error_type": a.error_type,
+            "error_message": a.error_message,
+            "stdout": a.outcome.stdout[:4000] if a.outcome is not None else "",
+            "stdout_len": len(a.outcome.stdout) if a.outcome is not None else 0,
+            "duration_s": a.outcome.duration_s if a.outcome is not None else 0.0,
+            "note": a.note,
+        }
+        for a in s.attempts
+    ],
+})(__import__("nbrefine").last_session())"""
+
+
+def block(code: str) -> dict[str, str]:
+    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def read_proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, ppid) of a process from /proc, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    fields = data.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[1])
+
+
+def children_of(ppid: int) -> dict[int, str]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = read_proc_stat(int(entry))
+            if stat is not None and stat[1] == ppid:
+                found[int(entry)] = stat[0]
+    return found
+
+
+def marked_processes() -> dict[int, str]:
+    """Processes whose environment carries this run's marker (the kernel and its descendants)."""
+    needle = f"NBREFINE_ADV_RUN={RUN_MARK}".encode()
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:
+            continue
+        if needle in environ:
+            stat = read_proc_stat(int(entry))
+            found[int(entry)] = stat[0] if stat else "?"
+    return found
+
+
+# --------------------------------------------------------------------------- the kernel
+
+
+def collect(kc: Any, msg_id: str, timeout: float, alive: Any = None) -> dict[str, Any]:
+    """The iopub output of one execute request until the kernel goes idle, and its reply.
+
+    Raises TimeoutError at the deadline, or at once when ``alive()`` says the kernel died."""
+    deadline = time.monotonic() + timeout
+    out: dict[str, Any] = {"stdout": "", "stderr": "", "results": [], "displays": [], "errors": []}
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no idle status within {timeout} s; output so far: {out}")
+        try:
+            msg = kc.get_iopub_msg(timeout=min(remaining, 0.5))
+        except queue.Empty:
+            if alive is not None and not alive():
+                raise TimeoutError(f"the kernel died; output so far: {out}") from None
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            out.setdefault("foreign", []).append(msg["msg_type"])
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            out[content["name"]] += content["text"]
+        elif kind == "execute_result":
+            out["results"].append(content["data"].get("text/plain", ""))
+        elif kind == "display_data":
+            out["displays"].append(content["data"].get("text/plain", ""))
+        elif kind == "error":
+            out["errors"].append((content["ename"], content["evalue"]))
+        elif kind == "status" and content["execution_state"] == "idle":
+            break
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no execute_reply within {timeout} s")
+        try:
+            reply = kc.get_shell_msg(timeout=remaining)
+        except queue.Empty:
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    out["status"] = reply["content"]["status"]
+    out["ename"] = reply["content"].get("ename")
+    out["text"] = "\n".join(
+        [
+            out["stdout"],
+            out["stderr"],
+            *out["results"],
+            *out["displays"],
+            *(f"{e}: {v}" for e, v in out["errors"]),
+        ]
+    )
+    return out
+
+
+class Kernel:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.broken = False
+        self.restarts = 0
+        self.km: Any = None
+        self.kc: Any = None
+        self.pid = 0
+        self.start()
+
+    def start(self) -> None:
+        self.km, self.kc = start_new_kernel(kernel_name="python3", env=self.env, startup_timeout=60)
+        self.broken = False
+        self.pid = int(self.value("__import__('os').getpid()"))
+
+    def shutdown(self) -> None:
+        if self.kc is not None:
+            self.kc.stop_channels()
+        if self.km is not None:
+            with contextlib.suppress(Exception):
+                self.km.shutdown_kernel(now=True)
+        self.km = self.kc = None
+
+    def ensure_healthy(self) -> None:
+        if not self.broken and self.km.is_alive():
+            try:
+                if self.run("1+1", timeout=10)["results"] == ["2"]:
+                    return
+            except TimeoutError:
+                pass
+        self.shutdown()
+        self.restarts += 1
+        self.start()
+
+    def run(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
+        try:
+            return collect(self.kc, self.kc.execute(code), timeout, alive=self.km.is_alive)
+        except TimeoutError:
+            self.broken = True
+            raise
+
+    def ok(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
+        out = self.run(code, timeout)
+        assert out["status"] == "ok", f"{code[:200]!r} failed in the kernel: {out['errors']}\n{out['text']}"
+        return out
+
+    def value(self, expr: str, timeout: float = 60.0) -> Any:
+        out = self.ok(f"print({JSON_MARK!r} + __import__('json').dumps({expr}))", timeout)
+        line = next(ln for ln in out["stdout"].splitlines() if ln.startswith(JSON_MARK))
+        return json.loads(line[len(JSON_MARK) :])
+
+
+# --------------------------------------------------------------------------- the world
+
+
+class CountingServer:
+    """A loopback TCP server that accepts and counts connections (and closes them)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="adv-counting-server", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self.count += 1
+            conn.close()
+
+    def connections(self, settle: float = 0.05) -> int:
+        time.sleep(settle)
+        with self._lock:
+            return self.count
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+@dataclass
+class World:
+    root: Path
+    outside: Path
+    cwd: Path
+    db: Path
+    server: CountingServer
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def substitute(self, code: str, kernel_pid: int) -> str:
+        return (
+            code.replace("@OUTSIDE@", str(self.outside))
+            .replace("@CWD@", str(self.cwd))
+            .replace("@DB@", str(self.db))
+            .replace("@PORT@", str(self.server.port))
+            .replace("@KPID@", str(kernel_pid))
+        )
+
+    def restore(self) -> None:
+        """Put the test-owned folders back as they were (after an escape changed them)."""
+        keep = {self.outside / rel for rel in ORIGINAL_FILES} | {
+            (self.outside / rel).parent for rel in ORIGINAL_FILES
+        }
+        for folder in (self.outside, self.cwd):
+            for path in sorted(folder.rglob("*"), reverse=True):  # children before their folders
+                if path in keep:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    path.rmdir()
+                else:
+                    path.unlink()
+        for rel, content in ORIGINAL_FILES.items():
+            path = self.outside / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists():
+                path.chmod(0o644)
+                for name in os.listxattr(path):
+                    os.removexattr(path, name)
+            if not path.exists() or path.read_bytes() != content:
+                path.write_bytes(content)
+
+    def files(self) -> dict[str, Any]:
+        """Every entry under the outside folder and the kernel's cwd: type, mode, mtime, content, xattrs."""
+        state: dict[str, Any] = {}
+        for label, folder in (("outside", self.outside), ("cwd", self.cwd), ("db", self.db.parent)):
+            for path in sorted(folder.rglob("*")):
+                st = path.lstat()
+                entry: dict[str, Any] = {"mode": oct(st.st_mode), "uid": st.st_uid}
+                if path.is_file() and not path.is_symlink():
+                    entry["sha"] = hashlib.sha256(path.read_bytes()).hexdigest()[:24]
+                    if label != "db":
+                        entry["mtime"] = st.st_mtime_ns
+                with contextlib.suppress(OSError):
+                    entry["xattrs"] = sorted(os.listxattr(path, follow_symlinks=False))
+                state[f"{label}/{path.relative_to(folder).as_posix()}"] = entry
+        return state
+
+    def process(self, pid: int) -> dict[str, Any]:
+        """Scheduling and limits of the kernel process, as another process can change them."""
+        try:
+            with open(f"/proc/{pid}/limits") as fh:
+                limits = fh.read()
+            return {
+                "nice": os.getpriority(os.PRIO_PROCESS, pid),
+                "affinity": sorted(os.sched_getaffinity(pid)),
+                "limits": limits,
+            }
+        except OSError as err:
+            return {"error": str(err)}
+
+    def db_rows(self) -> int:
+        with contextlib.closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)) as con:
+            return int(con.execute("SELECT COUNT(*) FROM t").fetchone()[0])
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("adversarial")
+    outside, cwd, dbdir = root / "outside", root / "kernel-cwd", root / "db"
+    for folder in (outside, cwd, dbdir):
+        folder.mkdir()
+    server = CountingServer()
+    w = World(root, outside, cwd, dbdir / "kernel.sqlite", server)
+    w.restore()
+    yield w
+    server.close()
+    if w.rows:
+        width = max(len(r["name"]) for r in w.rows)
+        print("\n\nadversarial cases:")
+        for r in w.rows:
+            layers = ",".join(r["layers"]) or "-"
+            print(f"  {r['name']:<{width}}  {r['status']:<13} {r['seconds']:5.2f}s  {layers}")
+
+
+@pytest.fixture(scope="module")
+def module_kernel(fake: FakeAnthropic, world: World) -> Iterator[Kernel]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
+    env.update(
+        ANTHROPIC_BASE_URL=fake.base_url,
+        ANTHROPIC_API_KEY="sk-adv-dummy-key",
+        MY_SERVICE_TOKEN=SERVICE_TOKEN,
+        NBREFINE_ADV_RUN=RUN_MARK,
+    )
+    kernel = Kernel(env)
+    yield kernel
+    kernel.shutdown()
+
+
+ORIGINAL_PROCESS: dict[int, dict[str, Any]] = {}
+
+
+def _q(path: Path) -> str:
+    return repr(str(path))
+
+
+def restore_process(pid: int, original: dict[str, Any]) -> None:
+    """Undo what an escaped candidate did to the kernel process's scheduling and limits."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, original["nice"])
+        os.sched_setaffinity(pid, original["affinity"])
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, original["nofile"])
+
+
+@pytest.fixture
+def kernel(module_kernel: Kernel, fake: FakeAnthropic, world: World) -> Iterator[Kernel]:
+    module_kernel.ensure_healthy()
+    if module_kernel.pid not in ORIGINAL_PROCESS:
+        ORIGINAL_PROCESS[module_kernel.pid] = {
+            "nice": os.getpriority(os.PRIO_PROCESS, module_kernel.pid),
+            "affinity": os.sched_getaffinity(module_kernel.pid),
+            "nofile": resource.prlimit(module_kernel.pid, resource.RLIMIT_NOFILE),
+        }
+    restore_process(module_kernel.pid, ORIGINAL_PROCESS[module_kernel.pid])
+    world.restore()
+    module_kernel.ok(SETUP)
+    state = (
+        STATE_SETUP.replace("@CWD@", _q(world.cwd))
+        .replace("@DATA@", _q(world.outside / "data.bin"))
+        .replace("@DB@", _q(world.db))
+    )
+    module_kernel.ok(state + "\n" + PROBE)
+    fake.reset()
+    yield module_kernel
+    fake.reset()
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def snapshot_state(kernel: Kernel, world: World) -> dict[str, Any]:
+    return {
+        "kernel": kernel.value("_adv_fingerprint()"),
+        "files": world.files(),
+        "kernel_process": world.process(kernel.pid),
+        "db_rows": world.db_rows(),
+        "connections": world.server.connections(),
+    }
+
+
+def diff(before: Any, after: Any, path: str = "") -> list[str]:
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted(set(before) | set(after), key=str):
+            if key not in before:
+                out.append(f"{path}/{key}: appeared {after[key]!r}"[:300])
+            elif key not in after:
+                out.append(f"{path}/{key}: disappeared (was {before[key]!r})"[:300])
+            else:
+                out.extend(diff(before[key], after[key], f"{path}/{key}"))
+        return out
+    if before != after:
+        return [f"{path}: {before!r} -> {after!r}"[:300]]
+    return []
+
+
+def describe(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+        with open(f"/proc/{pid}/wchan") as fh:
+            wchan = fh.read()
+    except OSError as err:
+        return f"gone ({err})"
+    stat = read_proc_stat(pid)
+    return f"{stat} {cmdline!r} wchan={wchan} children={children_of(pid)}"
+
+
+def wait_no_strays(kernel: Kernel, within: float = 5.0) -> str:
+    """'' when no child of the kernel and no marked process (other than the kernel) is left."""
+    deadline = time.monotonic() + within
+    while True:
+        children = children_of(kernel.pid)
+        marked = {pid: st for pid, st in marked_processes().items() if pid != kernel.pid}
+        if not children and not marked:
+            return ""
+        if time.monotonic() >= deadline:
+            described = {pid: describe(pid) for pid in {**children, **marked}}
+            return f"stray processes: children of the kernel {children}, marked processes {described}"
+        time.sleep(0.05)
+
+
+def interrupt_still_works(kernel: Kernel) -> str:
+    """'' when Ctrl-C still interrupts a running cell with KeyboardInterrupt."""
+    msg_id = kernel.kc.execute("__import__('time').sleep(5)")
+    time.sleep(0.4)
+    started = time.monotonic()
+    kernel.km.interrupt_kernel()
+    try:
+        out = collect(kernel.kc, msg_id, timeout=4)
+    except TimeoutError:
+        kernel.broken = True
+        return "the kernel did not answer within 4 s of an interrupt"
+    took = time.monotonic() - started
+    if out["ename"] != "KeyboardInterrupt" or took > 3:
+        return f"interrupt gave {out['ename']!r} after {took:.1f} s"
+    return ""
+
+
+def notebook_output_problems(out: dict[str, Any], session: dict[str, Any]) -> list[str]:
+    problems = []
+    if LEAK in out["text"]:
+        problems.append(f"candidate output leaked into the notebook: {out['text'][:500]!r}")
+    if out["displays"] or out["results"]:
+        problems.append(f"stray displays/results in the notebook: {out['displays']} {out['results']}")
+    report = session["render"] + "\n"
+    if not out["stdout"].endswith(report):
+        problems.append(
+            f"the notebook's stdout does not end with the session report: {out['stdout'][-800:]!r}"
+        )
+    else:
+        progress = out["stdout"][: -len(report)].splitlines()
+        stray = [line for line in progress if not line.startswith("nbrefine:")]
+        if stray:
+            problems.append(f"stray lines in the notebook's stdout: {stray[:5]}")
+    if out["stderr"].strip():
+        problems.append(f"stray stderr in the notebook: {out['stderr'][:500]!r}")
+    return problems
+
+
+# --------------------------------------------------------------------------- the test
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[slug(c.name) for c in CASES])
+def test_adversarial_candidate(case: Case, kernel: Kernel, fake: FakeAnthropic, world: World) -> None:
+    code = world.substitute(case.code, kernel.pid)
+    replies = [block(code)] + ([block(case.second)] if case.second is not None else [])
+    fake.script(*replies)
+    attempts = len(replies)
+    if case.setup:
+        kernel.ok(case.setup)
+    before = snapshot_state(kernel, world)
+    problems: list[str] = []
+
+    started = time.monotonic()
+    try:
+        out = kernel.run(
+            f"%%refine --max-attempts {attempts} --timeout 3 {case.options}\n{TRIGGER}", timeout=40
+        )
+    except TimeoutError as err:
+        alive = kernel.km.is_alive()
+        world.rows.append(
+            {
+                "name": case.name,
+                "status": "KERNEL DIED" if not alive else "KERNEL HUNG",
+                "layers": [],
+                "seconds": time.monotonic() - started,
+            }
+        )
+        print(f"\nADV {case.name:<62} {world.rows[-1]['status']}")
+        pytest.fail(f"[{case.name}] the kernel stopped answering (alive={alive}): {str(err)[:1500]}")
+    seconds = time.monotonic() - started
+
+    if out["ename"] != "RefineStop":
+        problems.append(
+            f"the %%refine cell ended with {out['ename']!r}, not RefineStop: {out['text'][-1500:]}"
+        )
+    session = kernel.value(SESSION_EXPR)
+    assert session is not None and session["attempts"], f"no session/attempt recorded: {out['text'][-1500:]}"
+    first = session["attempts"][0]
+    status, layers = first["status"], first["layers"]
+    said = f"{first['error_type'] or ''}: {first['error_message'] or first['detail'] or ''}".strip(": ")
+    world.rows.append(
+        {"name": case.name, "status": status, "layers": layers, "seconds": seconds, "said": said}
+    )
+    print(
+        f"\nADV {case.name:<62} {status!s:<13} {seconds:5.2f}s layers={','.join(layers) or '-'} | {said[:90]}"
+    )
+
+    # The outcome is typed as expected.
+    if status not in case.status:
+        problems.append(
+            f"outcome {status!r}, expected one of {case.status}: {first['error_type']}: "
+            f"{first['error_message']} | detail={first['detail']!r} | stdout={first['stdout'][:300]!r}"
+        )
+    if case.detail:
+        said = f"{first['detail']} {first['error_message']}".lower()
+        if case.detail.lower() not in said:
+            problems.append(f"outcome detail {said!r} does not mention {case.detail!r}")
+    if status == "passed" and case.status[0] != "passed":
+        problems.append("the candidate's trial PASSED: the session offers it as a fix")
+    if seconds > 20:
+        problems.append(f"the %%refine cell took {seconds:.1f} s")
+
+    # Nothing reached the live kernel or the machine.
+    after = snapshot_state(kernel, world)
+    expected_connections = before["connections"] + case.connections
+    if case.connections:
+        deadline = time.monotonic() + 2
+        while after["connections"] < expected_connections and time.monotonic() < deadline:
+            after["connections"] = world.server.connections(0.05)
+    changes = diff(before, {**after, "connections": after["connections"] - case.connections})
+    problems.extend(f"changed: {c}" for c in changes)
+    problems.extend(notebook_output_problems(out, session))
+
+    # The kernel still answers at once, with nothing stray on its channels.
+    try:
+        started = time.monotonic()
+        reply = kernel.run("1+1", timeout=1.0)
+        if reply["results"] != ["2"] or reply["stdout"] or reply["stderr"]:
+            problems.append(f"1+1 answered oddly: {reply}")
+        if LEAK in reply["text"]:
+            problems.append("candidate output reached the notebook later")
+    except TimeoutError:
+        problems.append(f"the kernel did not answer 1+1 within 1 s (alive={kernel.km.is_alive()})")
+    stray = wait_no_strays(kernel)
+    if stray:
+        problems.append(stray)
+
+    problems.extend(case_specific(case, kernel, fake, world, session))
+    assert not problems, f"[{case.name}] status={status} layers={layers}\n  " + "\n  ".join(problems)
+
+
+def case_specific(
+    case: Case, kernel: Kernel, fake: FakeAnthropic, world: World, session: dict[str, Any]
+) -> list[str]:
+    problems: list[str] = []
+    first = session["attempts"][0]
+    if case.name.startswith("install a SIGINT handler"):
+        problem = interrupt_still_works(kernel)
+        if problem:
+            problems.append(problem)
+    elif case.name.startswith("write to a scratch file"):
+        line = next((ln for ln in first["stdout"].splitlines() if ln.startswith("SCRATCH=")), "")
+        scratch_file = line[len("SCRATCH=") :]
+        if not scratch_file.startswith(("/tmp/", "/var/")) or "nbrefine-trial-" not in scratch_file:
+            problems.append(f"unexpected scratch path {scratch_file!r}")
+        elif os.path.exists(os.path.dirname(scratch_file)):
+            problems.append(f"the trial's scratch folder {os.path.dirname(scratch_file)} was left behind")
+    elif case.name.startswith("insert+commit"):
+        rows = world.db_rows()
+        kernel.ok('conn.execute("INSERT INTO t VALUES (7)")\nconn.commit()')
+        if world.db_rows() != rows + 1:
+            problems.append("the kernel's own sqlite connection no longer commits")
+    elif case.name.startswith("output flood"):
+        if first["stdout_len"] > 2 * OUTPUT_CAP + 200:
+            problems.append(f"the trial's stdout was not capped: {first['stdout_len']} characters")
+    elif case.name.startswith("print a secret"):
+        requests = fake.requests
+        if len(requests) != 2:
+            problems.append(f"expected 2 model requests, saw {len(requests)}")
+        if SERVICE_TOKEN not in first["stdout"]:
+            problems.append("the candidate did not really print the secret (test is vacuous)")
+        for number, request in enumerate(requests, start=1):
+            body = json.dumps(request["json"])
+            if SERVICE_TOKEN in body:
+                problems.append(f"the secret env value reached the model in request {number}")
+        if len(requests) == 2:
+            second = json.dumps(requests[1]["json"])
+            if "token:" not in second or "<redacted" not in second:
+                problems.append("the second prompt did not carry the (redacted) output of the first trial")
+        if [a["status"] for a in session["attempts"]] != ["failed", "passed"]:
+            problems.append(f"attempt statuses {[a['status'] for a in session['attempts']]}")
+    if first["layers"]:
+        for layer in ("fd-hygiene", "rlimits", "seccomp", "landlock", "audit-hook"):
+            if layer not in first["layers"]:
+                problems.append(f"hardening layer {layer} was not active: {first['layers']}")
+        if "--allow-network" not in case.options and "netns" not in first["layers"]:
+            problems.append(f"hardening layer netns was not active: {first['layers']}")
+    return problems
