@@ -438,7 +438,7 @@ class RefineMagics(Magics):
 def _stop_message(session: RefineSession) -> str:
     """The one line that ends a failed %%refine cell (and stops "Run All" there)."""
     if session.status == "running":
-        return "nbrefine: the cell failed; nbrefine is working on a fix in the panel above"
+        return "nbrefine: the cell failed; the nbrefine panel above shows the repair as it runs"
     if session.status == "fixed":
         return "nbrefine: the cell failed; a fix passed its trial run: Accept it above, or %refine accept"
     return f"nbrefine: the cell failed and was not fixed ({session.status}): {session.message}"
