@@ -66,6 +66,17 @@ class Refine(Configurable):
         "fresh interpreter that gets pickled copies of the names a candidate uses: for macOS, "
         "Windows, CUDA), or 'auto' (fork where it is safe, else spawn).",
     ).tag(config=True)
+    auto = Enum(
+        ["off", "offer", "on"],
+        default_value="off",
+        help="Automatic mode for cells without %%refine: 'offer' shows a 'Suggest a fix' button below "
+        "a failing cell's traceback (no model call until clicked); 'on' starts the repair at once.",
+    ).tag(config=True)
+    auto_snapshot = Bool(
+        False,
+        help="In automatic mode, fork a snapshot before every cell so trials see the state the "
+        "failing cell saw (costs a fork per cell; see bench/bench_auto.py).",
+    ).tag(config=True)
     display = Enum(
         ["auto", "widget", "text"],
         default_value="auto",

@@ -17,7 +17,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ._config import Refine
 from ._errors import NbrefineError, SandboxError
-from .capture import Failure, capture_failure
+from .auto import AutoMode
+from .capture import Failure, capture_failure, top_level_statements
 from .context import Redactor, summarize_names
 from .limits import TrialPolicy
 from .loop import LoopConfig
@@ -122,6 +123,10 @@ class RefineMagics(Magics):
         self.ip: Any = shell  # typed Any: IPython's own annotations make it Optional
         self.settings = settings
         self.running = False  # a %%refine cell is executing (guards re-entry and automatic hooks)
+        self.auto = AutoMode(self)
+        self.auto.set_mode(settings.auto)
+        settings.observe(lambda change: self.auto.set_mode(change["new"]), names="auto")
+        settings.observe(lambda change: self.auto.snapshots(change["new"]), names="auto_snapshot")
 
     @line_cell_magic
     def refine(self, line: str, cell: str | None = None) -> None:
@@ -211,6 +216,51 @@ class RefineMagics(Magics):
         if session.status not in ("running",):
             self._show(session)
         raise RefineStop(_stop_message(session))
+
+    def session_for_failure(
+        self,
+        raw_cell: str,
+        cell_id: str | None,
+        error: BaseException,
+        *,
+        snapshot: Snapshot | None = None,
+        before: dict[str, Any] | None = None,
+    ) -> RefineSession:
+        """A session for a cell that already failed outside ``%%refine`` (automatic mode).
+
+        Without a ``snapshot`` taken before the cell ran, trials start from the state the
+        failed run left behind, and the prompt says which names it had already bound."""
+        run = self._resolve("")
+        session = RefineSession(raw_cell, provider=run.provider, model=run.model)
+        session.timings["max_attempts"] = run.max_attempts
+        session.cell_id, session.cell_source = cell_id, raw_cell
+        namespace: dict[str, Any] = self.ip.user_ns
+        after = dict(namespace)
+        before = after if before is None else before
+        redactor = Redactor()
+        code = self.ip.transform_cell(raw_cell)
+        failure = capture_failure(
+            error, code=code, user_globals=namespace, redactor=redactor, run_unsafe=_fork_eval
+        )
+        notes = [] if snapshot is not None else [_partial_run_note(code, failure.statements_done)]
+        session.failures = (failure,)
+        session._applier = lambda fixed: self._apply(fixed, before, after)
+        session.job = self._job(run, raw_cell, [failure], before, after, redactor, snapshot, notes)
+        session.notes = tuple(notes)
+        return session
+
+    def start_session(self, session: RefineSession) -> None:
+        """Run a session from automatic mode: under a panel where there is one, else printed."""
+        panel = self._panel(session)
+        if panel is not None:
+            panel.display()
+            panel.start()
+            return
+        print(f"nbrefine: {session.failures[0].one_line()}")
+        session.run(on_event=_Progress(session, self._resolve(""), time.perf_counter()))
+        if session.job is not None:
+            session.job.release()
+        print(session.render_text(color=getattr(self.ip, "kernel", None) is None and sys.stdout.isatty()))
 
     def _run_quietly_if_asked(self, cell: str) -> Any:
         """``shell.run_cell``, honouring a trailing ``;`` of the cell body.
@@ -409,13 +459,31 @@ class RefineMagics(Magics):
         in_terminal = getattr(self.ip, "kernel", None) is None
         print(session.render_text(color=in_terminal and sys.stdout.isatty()))
 
+    def _auto_command(self, mode: str) -> None:
+        if mode not in ("off", "offer", "on"):
+            raise UsageError("%refine auto: use offer, on or off")
+        self.settings.auto = mode  # the observer (un)registers the hooks
+        print(f"nbrefine: automatic mode is {mode}")
+
     def _line_command(self, command: str) -> None:
         session = last_session()
         if command in ("", "help"):
-            print("usage: %refine accept | reject | status   (and %%refine [options] on a cell)")
+            print(
+                "usage: %refine accept | reject | status | fix | auto offer|on|off"
+                "   (and %%refine [options] on a cell)"
+            )
+            return
+        if command.startswith("auto"):
+            self._auto_command(command[4:].strip())
+            return
+        if command == "fix":
+            try:
+                self.auto.repair_last()
+            except ValueError as err:
+                raise UsageError(f"%refine fix: {err} (%refine auto offer turns it on)") from None
             return
         if command not in ("accept", "reject", "status"):
-            raise UsageError(f"%refine: unknown command {command!r}; use accept, reject or status")
+            raise UsageError(f"%refine: unknown command {command!r}; use accept, reject, status, fix or auto")
         if session is None:
             raise UsageError("%refine: no %%refine session in this kernel yet")
         if command == "status":
@@ -433,6 +501,26 @@ class RefineMagics(Magics):
                 print("nbrefine: rejected; the kernel state is as the failed run left it")
         except SessionStateError as err:
             raise UsageError(f"%refine {command}: {err}") from None
+
+
+def _partial_run_note(code: str, statements_done: int) -> str:
+    """What the failed run had already done, for trials that start from the state it left."""
+    done = top_level_statements(code)[:statements_done]
+    bound = sorted(
+        {
+            node.id
+            for statement in done
+            for node in ast.walk(statement)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+        }
+    )
+    if not done:
+        return "Trials start from the kernel state after the failure; the cell failed on its first statement."
+    names = f", which bound: {', '.join(bound[:20])}" if bound else ""
+    return (
+        f"No snapshot was taken before this cell ran: trials start from the state after the failure. "
+        f"The failed run had already executed its first {len(done)} statement(s){names}."
+    )
 
 
 def _stop_message(session: RefineSession) -> str:

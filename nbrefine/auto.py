@@ -1,0 +1,133 @@
+"""Automatic mode: offer (or start) a repair after any failing cell, not only ``%%refine`` ones.
+
+Built on IPython's ``post_run_cell`` event, not ``set_custom_exc``: that is a single slot
+other extensions also take, it hides the normal traceback, and it is dropped the first time
+it raises. The normal traceback appears exactly as before; below it, in ``offer`` mode, a
+small "Suggest a fix" button (in a terminal, a hint to type ``%refine fix``). No model is
+called until the user asks, except in ``on`` mode, which the user turned on for that.
+
+Passing cells pay one attribute check (measured by ``bench/bench_auto.py``). Optionally
+(``Refine.auto_snapshot``), a snapshot of the state is forked before every cell so trials
+see what the failing cell saw; without it they start from the state the failure left, and
+the prompt says what the failed run had already bound.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._errors import SandboxError
+from .context import Redactor
+from .sandbox import Snapshot
+
+if TYPE_CHECKING:
+    from .magics import RefineMagics
+
+__all__ = ["AutoMode"]
+
+MODES = ("off", "offer", "on")
+
+
+class AutoMode:
+    """Registers and removes the event callbacks; remembers the last failed cell."""
+
+    def __init__(self, magics: RefineMagics) -> None:
+        self.magics = magics
+        self.ip: Any = magics.ip
+        self.mode = "off"
+        self.last_failure: tuple[str, str | None, BaseException] | None = None
+        self._snapshot: Snapshot | None = None
+        self._before: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ switching
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"automatic mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if self.mode == "off" and mode != "off":
+            self.ip.events.register("post_run_cell", self.post_run_cell)
+        elif self.mode != "off" and mode == "off":
+            self.ip.events.unregister("post_run_cell", self.post_run_cell)
+        self.mode = mode
+        self.snapshots(self.magics.settings.auto_snapshot)
+
+    def snapshots(self, on: bool) -> None:
+        """Fork a snapshot before every cell (only while automatic mode is on)."""
+        callbacks = self.ip.events.callbacks["pre_run_cell"]
+        wanted = on and self.mode != "off"
+        if wanted and self.pre_run_cell not in callbacks:
+            self.ip.events.register("pre_run_cell", self.pre_run_cell)
+        elif not wanted and self.pre_run_cell in callbacks:
+            self.ip.events.unregister("pre_run_cell", self.pre_run_cell)
+            self._drop_snapshot()
+
+    # ------------------------------------------------------------------ events
+
+    def pre_run_cell(self, info: Any) -> None:
+        if self.magics.running:
+            return
+        self._drop_snapshot()
+        try:
+            self._snapshot = Snapshot.take(self.ip.user_ns, Redactor(), self.magics._sandbox_options())
+            self._before = dict(self.ip.user_ns)
+        except (SandboxError, OSError):
+            self._snapshot = None
+
+    def post_run_cell(self, result: Any) -> None:
+        error = result.error_in_exec or result.error_before_exec
+        if error is None:  # the common case: keep it to a couple of attribute reads
+            if self._snapshot is not None:
+                self._drop_snapshot()
+            return
+        if self.magics.running or not isinstance(error, Exception):
+            return  # the nested run of a %%refine cell, or an interrupt
+        info = result.info
+        raw_cell = getattr(info, "raw_cell", "") or ""
+        if raw_cell.lstrip().startswith(("%%refine", "%refine")) or type(error).__name__ == "RefineStop":
+            return
+        cell_id = getattr(info, "cell_id", None)
+        self.last_failure = (raw_cell, cell_id, error)
+        if self.mode == "on":
+            self.repair_last()
+        else:
+            self._offer()
+
+    # ------------------------------------------------------------------ repairing
+
+    def repair_last(self) -> None:
+        """Start a repair of the last cell that failed (``%refine fix``, the button, or ``on``)."""
+        if self.last_failure is None:
+            raise ValueError("no cell has failed since automatic mode was turned on")
+        raw_cell, cell_id, error = self.last_failure
+        snapshot, before = self._snapshot, self._before
+        self._snapshot, self._before = None, None  # the session owns them now
+        session = self.magics.session_for_failure(raw_cell, cell_id, error, snapshot=snapshot, before=before)
+        self.magics.start_session(session)
+
+    def _offer(self) -> None:
+        if getattr(self.ip, "kernel", None) is None:
+            print("nbrefine: type %refine fix to get a suggested fix for this error")
+            return
+        try:
+            import ipywidgets as widgets
+            from IPython.display import display
+        except ImportError:
+            print("nbrefine: type %refine fix to get a suggested fix for this error")
+            return
+        button = widgets.Button(description="Suggest a fix", icon="magic", tooltip="nbrefine")
+        out = widgets.Output()
+        failure = self.last_failure
+
+        def clicked(_button: Any) -> None:
+            button.disabled = True
+            with out:
+                self.last_failure = failure  # this cell's failure, even if others failed since
+                self.repair_last()
+
+        button.on_click(clicked)
+        display(widgets.VBox([button, out]))  # type: ignore[no-untyped-call]
+
+    def _drop_snapshot(self) -> None:
+        if self._snapshot is not None:
+            self._snapshot.close()
+        self._snapshot, self._before = None, None

@@ -1,0 +1,93 @@
+"""Automatic mode in a real (in-process) IPython shell: post_run_cell, never set_custom_exc."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+
+import nbrefine
+from nbrefine.providers.scripted import ScriptedProvider
+
+
+def block(code: str) -> str:
+    return f"Here is the fix.\n```python\n{code}\n```"
+
+
+@pytest.fixture
+def scripted(shell):
+    provider = ScriptedProvider()
+    nbrefine.register_provider("auto-scripted", lambda settings: provider)
+    shell.run_line_magic("config", "Refine.provider = 'auto-scripted'")
+    return provider
+
+
+def hooks(shell) -> list[str]:
+    return [getattr(cb, "__name__", "") for cb in shell.events.callbacks["post_run_cell"]]
+
+
+def test_offer_mode_keeps_the_traceback_and_offers_a_fix(shell, scripted, capsys):
+    shell.run_line_magic("refine", "auto offer")
+    assert "post_run_cell" in hooks(shell)
+    shell.run_cell("total = sum([1, 2, 3])")
+    assert capsys.readouterr().out == "nbrefine: automatic mode is offer\n"  # nothing for a passing cell
+    shell.run_cell("result = totl * 2")
+    out = capsys.readouterr().out
+    assert "NameError" in out and "name 'totl' is not defined" in out  # the normal traceback
+    assert "%refine fix" in out
+    assert scripted.requests == []  # no model call without the user asking
+    scripted.replies = [block("result = total * 2")]
+    shell.run_line_magic("refine", "fix")
+    session = nbrefine.last_session()
+    assert session.status == "fixed" and "result" not in shell.user_ns
+    assert "statement" in session.prompts[0]  # says what the failed run had already done
+    shell.run_line_magic("refine", "accept")
+    assert shell.user_ns["result"] == 12
+
+
+def test_on_mode_starts_at_once_and_refine_cells_are_not_repaired_twice(shell, scripted):
+    shell.run_line_magic("refine", "auto on")
+    scripted.replies = [block("value = 7")]
+    shell.run_cell("value = seven")
+    assert nbrefine.last_session().status == "fixed"
+    assert len(scripted.requests) == 1
+    scripted.replies = [block("other = 1")]
+    shell.run_cell("%%refine\nother = one")  # the magic repairs it; the hook must stay out
+    assert len(scripted.requests) == 2
+
+
+def test_without_snapshot_trials_start_after_the_failure_and_with_one_before(shell, scripted):
+    shell.run_cell("counter = 1")
+    shell.run_line_magic("refine", "auto on")
+    shell.run_line_magic("config", "Refine.max_attempts = 1")
+    fix = block("counter += 1\nassert counter == 2")
+    scripted.replies = [fix]
+    shell.run_cell("counter += 1\nundefined_name")
+    assert nbrefine.last_session().status == "unfixed"  # the trial saw counter == 2 already
+    shell.run_cell("counter = 1")
+    shell.run_line_magic("config", "Refine.auto_snapshot = True")
+    scripted.replies = [fix]
+    shell.run_cell("counter += 1\nundefined_name")
+    session = nbrefine.last_session()
+    assert session.status == "fixed"  # the trial started from the state before the cell
+    session.accept()
+    assert shell.user_ns["counter"] == 2  # Accept undid the failed run's rebinding first
+
+
+def test_off_and_unload_remove_the_hooks(shell, scripted):
+    shell.run_line_magic("config", "Refine.auto = 'offer'")
+    assert "post_run_cell" in hooks(shell)
+    shell.run_line_magic("refine", "auto off")
+    assert "post_run_cell" not in hooks(shell) and "pre_run_cell" not in [
+        getattr(cb, "__name__", "") for cb in shell.events.callbacks["pre_run_cell"]
+    ]
+    shell.run_line_magic("refine", "auto on")
+    shell.run_line_magic("unload_ext", "nbrefine")
+    assert "post_run_cell" not in hooks(shell)
+    shell.run_line_magic("load_ext", "nbrefine")
+
+
+def test_usage_errors(shell, scripted):
+    with pytest.raises(UsageError):
+        shell.run_line_magic("refine", "auto sometimes")
+    with pytest.raises(UsageError, match="no cell has failed"):
+        shell.run_line_magic("refine", "fix")
