@@ -86,7 +86,7 @@ def test_background_run_reports_progress_and_can_be_stopped(shell):
     shell.run_line_magic("config", "Refine.display = 'widget'")
     provider = Slow(["```python\nvalue = 3\n```"])
     nbrefine.register_provider("widget-slow", lambda settings: provider)
-    with pytest.raises(nbrefine.NbrefineError, match="working on a fix"):
+    with pytest.raises(nbrefine.NbrefineError, match="shows the repair as it runs"):
         shell.run_cell_magic("refine", "--provider widget-slow", "value = 2 * undefined_thing")
     session = nbrefine.last_session()
     assert session.running and session.can_run_in_background
