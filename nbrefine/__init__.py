@@ -92,7 +92,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     if entry is None:
         return
     magics, settings = entry
-    magics.auto.set_mode("off")
+    magics.auto.stop()
     manager = ipython.magics_manager
     for kind in ("line", "cell"):
         if getattr(manager.magics[kind].get("refine"), "__self__", None) is magics:

@@ -14,6 +14,7 @@ the prompt says what the failed run had already bound.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from ._errors import SandboxError
@@ -35,9 +36,22 @@ class AutoMode:
         self.magics = magics
         self.ip: Any = magics.ip
         self.mode = "off"
-        self.last_failure: tuple[str, str | None, BaseException] | None = None
+        self.last_failure: tuple[str, str | None, BaseException, int | None] | None = None
         self._snapshot: Snapshot | None = None
         self._before: dict[str, Any] | None = None
+        # execution count -> (notebook cell id, time it ran): O(1) per cell, for the history
+        self.runs: dict[int, tuple[str | None, float]] = {}
+        self.ip.events.register("post_run_cell", self.record)
+
+    def record(self, result: Any) -> None:
+        info = result.info
+        if info is not None and info.store_history:  # not %%refine's inner run, nor Accept's
+            self.runs[result.execution_count] = (info.cell_id, time.time())
+
+    def stop(self) -> None:
+        """Remove every callback (unloading the extension)."""
+        self.set_mode("off")
+        self.ip.events.unregister("post_run_cell", self.record)
 
     # ------------------------------------------------------------------ switching
 
@@ -86,7 +100,7 @@ class AutoMode:
         if raw_cell.lstrip().startswith(("%%refine", "%refine")) or type(error).__name__ == "RefineStop":
             return
         cell_id = getattr(info, "cell_id", None)
-        self.last_failure = (raw_cell, cell_id, error)
+        self.last_failure = (raw_cell, cell_id, error, getattr(result, "execution_count", None))
         if self.mode == "on":
             self.repair_last()
         else:
@@ -98,10 +112,12 @@ class AutoMode:
         """Start a repair of the last cell that failed (``%refine fix``, the button, or ``on``)."""
         if self.last_failure is None:
             raise ValueError("no cell has failed since automatic mode was turned on")
-        raw_cell, cell_id, error = self.last_failure
+        raw_cell, cell_id, error, count = self.last_failure
         snapshot, before = self._snapshot, self._before
         self._snapshot, self._before = None, None  # the session owns them now
-        session = self.magics.session_for_failure(raw_cell, cell_id, error, snapshot=snapshot, before=before)
+        session = self.magics.session_for_failure(
+            raw_cell, cell_id, error, snapshot=snapshot, before=before, failing_count=count
+        )
         self.magics.start_session(session)
 
     def _offer(self) -> None:

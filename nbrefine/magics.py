@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import shlex
 import sys
@@ -20,6 +21,7 @@ from ._errors import NbrefineError, SandboxError
 from .auto import AutoMode
 from .capture import Failure, capture_failure, top_level_statements
 from .context import Redactor, summarize_names
+from .history import ExecutedCell, analyse, free_names, notebook_cells, notebook_path
 from .limits import TrialPolicy
 from .loop import LoopConfig
 from .prompt import RepairTask
@@ -199,7 +201,10 @@ class RefineMagics(Magics):
                 after = dict(namespace)
                 session.failures = tuple(failures)
                 session._applier = lambda code: self._apply(code, before, after)
-                session.job = self._job(run, cell, failures, before, after, redactor, snapshot, notes)
+                failing_count = self._current_count(cell)
+                session.job = self._job(
+                    run, cell, failures, before, after, redactor, snapshot, notes, failing_count
+                )
                 snapshot = None  # the job owns it now: released on a decision or the next session
                 session.notes = tuple(notes)
         except KeyboardInterrupt:
@@ -225,6 +230,7 @@ class RefineMagics(Magics):
         *,
         snapshot: Snapshot | None = None,
         before: dict[str, Any] | None = None,
+        failing_count: int | None = None,
     ) -> RefineSession:
         """A session for a cell that already failed outside ``%%refine`` (automatic mode).
 
@@ -245,7 +251,9 @@ class RefineMagics(Magics):
         notes = [] if snapshot is not None else [_partial_run_note(code, failure.statements_done)]
         session.failures = (failure,)
         session._applier = lambda fixed: self._apply(fixed, before, after)
-        session.job = self._job(run, raw_cell, [failure], before, after, redactor, snapshot, notes)
+        session.job = self._job(
+            run, raw_cell, [failure], before, after, redactor, snapshot, notes, failing_count
+        )
         session.notes = tuple(notes)
         return session
 
@@ -384,6 +392,7 @@ class RefineMagics(Magics):
         redactor: Redactor,
         snapshot: Snapshot | None,
         notes: list[str],
+        failing_count: int | None = None,
     ) -> RefineJob:
         names = [n for n in _names_used(self.ip.transform_cell(cell)) if _is_user_name(n)]
         rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
@@ -394,6 +403,8 @@ class RefineMagics(Magics):
                 + ". Values shown are from before the cell ran; objects mutated in place may differ."
             )
         summaries, left_out = summarize_names(names, before, redactor)
+        runner, runner_notes = self._runner(snapshot, before, after, redactor)
+        notes.extend(runner_notes)
         task = RepairTask(
             code=cell,
             failures=tuple(failures),
@@ -402,13 +413,12 @@ class RefineMagics(Magics):
             values_left_out=left_out,
             notes=tuple(notes),
             namespace=before,
+            history=self._history(cell, failing_count),
         )
         name, note = resolve_provider_name(run.provider, os.environ)
         if note:
             print(f"nbrefine: {note}")
         settings, quick_fixes = self._provider_settings(run), self.settings.quick_fixes
-        runner, runner_notes = self._runner(snapshot, before, after, redactor)
-        notes.extend(runner_notes)
         return RefineJob(
             task=task,
             provider=lambda: make_provider(name, settings, quick_fixes_first=quick_fixes),
@@ -427,6 +437,40 @@ class RefineMagics(Magics):
             ),
             background_ok=isinstance(runner, (Snapshot, SpawnRunner)),
         )
+
+    def _current_count(self, cell: str) -> int | None:
+        """The execution count of the running %%refine cell (IPython has stored it as In[N] and
+        counts N+1 while it runs), or None when it was not stored (run_cell_magic, tests)."""
+        count = self.ip.execution_count - 1
+        raw = self.ip.history_manager.input_hist_raw
+        return count if 0 < count < len(raw) and cell.strip() in raw[count] else None
+
+    def _history(self, cell: str, failing_count: int | None) -> str:
+        """The notebook's history for the prompt: cells run so far, who defined what, stale state."""
+        try:
+            hm = self.ip.history_manager
+            raw, parsed = hm.input_hist_raw, hm.input_hist_parsed
+        except AttributeError:
+            return ""
+        runs = self.auto.runs
+        executed = [
+            ExecutedCell(
+                n, raw[n], runs.get(n, (None, None))[0], code=parsed[n], ran_at=runs.get(n, (None, None))[1]
+            )
+            for n in range(1, min(len(raw), len(parsed)))
+            if n != failing_count
+        ]
+        if not executed:
+            return ""
+        path = notebook_path(self.ip.user_ns)
+        notebook = notebook_cells(path) if path else None
+        saved_at = None
+        if path:
+            with contextlib.suppress(OSError):
+                saved_at = os.path.getmtime(path)
+        names = free_names(self.ip.transform_cell(cell))
+        report = analyse(executed, names, notebook, namespace=self.ip.user_ns, saved_at=saved_at)
+        return report.render(min(3000, self.settings.prompt_budget // 5))
 
     def _provider_settings(self, run: _Run) -> ProviderSettings:
         return ProviderSettings(

@@ -63,6 +63,7 @@ class RepairTask:
     notes: tuple[str, ...] = field(default_factory=tuple)
     label: str = "cell"
     namespace: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    history: str = ""  # the notebook's history, rendered within its own budget (nbrefine.history)
 
 
 def _section(title: str, body: str) -> str:
@@ -90,6 +91,8 @@ def build_request(
             clip("\n\n".join(f.render() for f in task.failures), _SECTION_LIMITS["failure"]),
         ),
     ]
+    if task.history:
+        fixed.append(_section("Notebook history (cells run before this one)", clip(task.history, 3000)))
     if task.checks:
         checks = "\n".join(task.checks)
         fixed.append(_section("Extra checks that must also pass after the cell", clip(checks, 1500)))

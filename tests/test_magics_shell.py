@@ -172,3 +172,18 @@ def test_trailing_semicolon_hides_the_result(shell, scripted, capsys):
     refine(shell, "x * 2")
     assert "10" in capsys.readouterr().out
     assert shell.displayhook.quiet.__self__ is shell.displayhook  # the patch is gone again
+
+
+def test_prompt_is_grounded_in_the_notebook_history(shell, scripted):
+    shell.run_cell("rate = 0.2", store_history=True, cell_id="cell-rate")
+    shell.run_cell("def net(price):\n    return price * (1 - rat)", store_history=True, cell_id="cell-net")
+    scripted.replies = [block("value = 10 * (1 - rate)")]
+    shell.run_cell(
+        "%%refine --provider test-scripted\nvalue = net(10)", store_history=True, cell_id="cell-value"
+    )
+    prompt = nbrefine.last_session().prompts[0]
+    assert "value = net(10)" not in prompt.split("## Notebook history")[1]  # not the failing cell itself
+    history = prompt.split("## Notebook history (cells run before this one)")[1]
+    assert "- net: In [" in history and "(cell 'cell-net')" in history
+    assert "return price * (1 - rat)" in history
+    assert "another cell" in prompt  # the failing frame is in the function's cell
