@@ -77,6 +77,19 @@ class Refine(Configurable):
         help="In automatic mode, fork a snapshot before every cell so trials see the state the "
         "failing cell saw (costs a fork per cell; see bench/bench_auto.py).",
     ).tag(config=True)
+    mode = Enum(
+        ["fix", "hint", "explain", "graduated"],
+        default_value="fix",
+        help="'fix' repairs the cell; teaching modes never show code that solves it: 'hint' (a nudge), "
+        "'explain' (what the error means and where), 'graduated' (hints of rising detail on request; "
+        "the fix only if allow_solution). An instructor's locked policy cannot be loosened.",
+    ).tag(config=True)
+    max_hints = Int(None, allow_none=True, help="Most hints per failing cell in teaching modes.").tag(
+        config=True
+    )
+    allow_solution = Bool(False, help="Graduated mode: may the step after the last hint show the fix?").tag(
+        config=True
+    )
     display = Enum(
         ["auto", "widget", "text"],
         default_value="auto",
@@ -97,6 +110,22 @@ class Refine(Configurable):
         floor = 0 if proposal["trait"].name == "max_retries" else 1
         if value < floor:
             raise TraitError(f"Refine.{proposal['trait'].name} must be at least {floor}, not {value}")
+        return value
+
+    @validate("mode", "max_hints", "allow_solution")
+    def _teaching(self, proposal: Any) -> Any:
+        # The kernel-wide policy gate decides (a locked policy refuses to be loosened); a
+        # TraitError makes traitlets keep the old value.
+        from .teaching import PolicyLockedError, kernel_gate
+
+        name, value = proposal["trait"].name, proposal["value"]
+        options: dict[str, Any] = {name: value}
+        if name == "max_hints" and value is None:
+            options = {"no_hint_cap": True}
+        try:
+            kernel_gate().configure(**options, source="config")
+        except (PolicyLockedError, ValueError) as err:
+            raise TraitError(str(err)) from None
         return value
 
     @validate("timeout", "request_timeout")

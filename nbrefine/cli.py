@@ -608,6 +608,14 @@ class Fixer:
             lines.append(f"%config Refine.timeout = {self.opts.timeout!r}")
         if not self.opts.quick_fixes:
             lines.append("%config Refine.quick_fixes = False")
+        from .teaching import notebook_policy_code
+
+        try:
+            policy = notebook_policy_code(self.notebook.metadata)  # an instructor's policy, if any
+        except ValueError as err:
+            raise CliError(f"the notebook's nbrefine policy is not valid: {err}") from None
+        if policy:
+            lines.append(policy)
         return "\n".join(lines)
 
     def plan(self) -> list[CellResult]:

@@ -37,6 +37,14 @@ from .sandbox import (
 )
 from .session import RefineJob, RefineSession, SessionStateError, last_session
 from .spawn import SpawnRunner, fork_unsafe_reason
+from .teaching import (
+    MODES,
+    OfflineTutor,
+    PolicyLockedError,
+    TeachingPolicy,
+    apply_policy_line,
+    kernel_gate,
+)
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -59,7 +67,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cell_parser() -> _Parser:
-    parser = _Parser(prog="%%refine", add_help=False)
+    parser = _Parser(prog="%%refine", add_help=False, allow_abbrev=False)
+    parser.add_argument("--mode", choices=MODES)
+    parser.add_argument("--max-hints", type=int, dest="max_hints")
     parser.add_argument("--max-attempts", type=int, dest="max_attempts")
     parser.add_argument("--provider")
     parser.add_argument("--model")
@@ -82,6 +92,7 @@ class _Run:
     checks: tuple[str, ...]
     snapshot: bool
     policy: TrialPolicy
+    teaching: TeachingPolicy
 
 
 def _names_used(code: str) -> list[str]:
@@ -160,6 +171,7 @@ class RefineMagics(Magics):
             timeout=opts.timeout if opts.timeout is not None else conf.timeout,
             checks=tuple(opts.checks),
             snapshot=conf.snapshot and not opts.no_snapshot,
+            teaching=self._teaching_policy(opts.mode, opts.max_hints),
             policy=TrialPolicy(
                 memory_mb=conf.memory_limit_mb,
                 allow_network=conf.allow_network or opts.allow_network,
@@ -177,6 +189,13 @@ class RefineMagics(Magics):
             except SyntaxError as err:
                 raise UsageError(f"%%refine: the check {check!r} is not valid Python: {err.msg}") from None
         return run
+
+    @staticmethod
+    def _teaching_policy(mode: str | None, max_hints: int | None) -> TeachingPolicy:
+        try:
+            return kernel_gate().effective(mode, max_hints)
+        except (PolicyLockedError, ValueError) as err:
+            raise UsageError(str(err)) from None
 
     # ------------------------------------------------------------------ the cell
 
@@ -259,6 +278,10 @@ class RefineMagics(Magics):
 
     def start_session(self, session: RefineSession) -> None:
         """Run a session from automatic mode: under a panel where there is one, else printed."""
+        if session.job is not None and session.job.policy.teaching:
+            session.ask_for_help()
+            self._show(session)
+            return
         panel = self._panel(session)
         if panel is not None:
             panel.display()
@@ -298,6 +321,9 @@ class RefineMagics(Magics):
     def _start(self, session: RefineSession, run: _Run, failed_at: float) -> None:
         """Run the loop: in the background under a live panel in a notebook, else right here."""
         print(f"nbrefine: {session.failures[0].one_line()}")
+        if session.job is not None and session.job.policy.teaching:
+            session.ask_for_help()  # teaching modes: a hint, checked by the guard, never the fix
+            return
         panel = self._panel(session)
         if panel is not None and session.can_run_in_background:
             panel.display()
@@ -419,8 +445,11 @@ class RefineMagics(Magics):
         if note:
             print(f"nbrefine: {note}")
         settings, quick_fixes = self._provider_settings(run), self.settings.quick_fixes
+        tutor = (lambda: OfflineTutor()) if name == "offline" else (lambda: make_provider(name, settings))
         return RefineJob(
             task=task,
+            policy=run.teaching,
+            tutor=tutor,
             provider=lambda: make_provider(name, settings, quick_fixes_first=quick_fixes),
             runner=_TransformingRunner(runner, self.ip.transform_cell),
             redactor=redactor,
@@ -503,6 +532,18 @@ class RefineMagics(Magics):
         in_terminal = getattr(self.ip, "kernel", None) is None
         print(session.render_text(color=in_terminal and sys.stdout.isatty()))
 
+    def _policy_command(self, arguments: str) -> None:
+        """``%refine policy --mode hint --max-hints 3 --lock``: an instructor's setup cell."""
+        if not arguments:
+            policy = kernel_gate().policy
+            print(f"nbrefine: {policy.describe()} (set by {policy.source})")
+            return
+        try:
+            policy = apply_policy_line(arguments)
+        except (PolicyLockedError, ValueError) as err:
+            raise UsageError(str(err)) from None
+        print(f"nbrefine: {policy.describe()}")
+
     def _auto_command(self, mode: str) -> None:
         if mode not in ("off", "offer", "on"):
             raise UsageError("%refine auto: use offer, on or off")
@@ -520,14 +561,26 @@ class RefineMagics(Magics):
         if command.startswith("auto"):
             self._auto_command(command[4:].strip())
             return
-        if command == "fix":
+        if command.split(" ", 1)[0] == "policy":
+            self._policy_command(command[len("policy") :].strip())
+            return
+        if command == "hint" and session is not None and session.teaching is not None:
+            if not session.teaching.more_available:
+                print(f"nbrefine: {session.teaching.render()}")
+                return
+            session.ask_for_help()  # the next hint for the same cell
+            self._show(session)
+            return
+        if command in ("fix", "hint"):
             try:
                 self.auto.repair_last()
             except ValueError as err:
-                raise UsageError(f"%refine fix: {err} (%refine auto offer turns it on)") from None
+                raise UsageError(f"%refine {command}: {err} (%refine auto offer turns it on)") from None
             return
         if command not in ("accept", "reject", "status"):
-            raise UsageError(f"%refine: unknown command {command!r}; use accept, reject, status, fix or auto")
+            raise UsageError(
+                f"%refine: unknown command {command!r}; use accept, reject, status, fix, hint, auto or policy"
+            )
         if session is None:
             raise UsageError("%refine: no %%refine session in this kernel yet")
         if command == "status":
@@ -569,6 +622,8 @@ def _partial_run_note(code: str, statements_done: int) -> str:
 
 def _stop_message(session: RefineSession) -> str:
     """The one line that ends a failed %%refine cell (and stops "Run All" there)."""
+    if session.status == "hint":
+        return "nbrefine: the cell failed; see the help above (%refine hint asks for more)"
     if session.status == "running":
         return "nbrefine: the cell failed; the nbrefine panel above shows the repair as it runs"
     if session.status == "fixed":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._errors import NbrefineError, ProviderError
@@ -14,6 +14,7 @@ from .context import Redactor
 from .loop import Attempt, EventCallback, LoopConfig, LoopResult, TrialRunner, refine
 from .prompt import RepairTask
 from .providers.base import Provider
+from .teaching import HintLedger, TeachingPolicy, TeachingResult, kernel_ledger, teach
 
 __all__ = ["RefineSession", "SessionStateError", "last_session"]
 
@@ -46,6 +47,8 @@ class RefineJob:
     redactor: Redactor
     config: LoopConfig
     free: Callable[[], None] = lambda: None  # frees the runner (the snapshot process)
+    policy: TeachingPolicy = field(default_factory=TeachingPolicy)  # hint/explain/graduated: teach
+    tutor: Callable[[], Provider] | None = None  # the provider for teaching modes
     fallback: Callable[[], TrialRunner] | None = None  # a runner once that one is freed
     background_ok: bool = False  # the runner may be driven from a thread (no fork in the kernel)
     released: bool = False
@@ -99,6 +102,7 @@ class RefineSession:
         self.cell_id: str | None = None  # the notebook cell to write an accepted fix into
         self.cell_source: str | None = None  # that cell's whole source as it ran
         self.job: RefineJob | None = None
+        self.teaching: TeachingResult | None = None  # the latest hint or explanation (teaching modes)
         self._applier = applier
         self._provider: Provider | None = None
         self._stop = threading.Event()
@@ -182,6 +186,44 @@ class RefineSession:
         self._thread = threading.Thread(target=work, name="nbrefine-loop", daemon=True)
         self._thread.start()
         return self._thread
+
+    def ask_for_help(self, *, on_event: EventCallback | None = None, note: str = "") -> None:
+        """Teaching modes: the next explanation or hint, never code that solves the cell (the
+        guard trial-runs any code in the reply). Runs the fix loop only where the policy allows."""
+        job = self.job
+        if job is None:
+            raise SessionStateError("this session has nothing to run")
+        self.status, self.message = "running", ""
+        try:
+            tutor = job.tutor() if job.tutor is not None else job.provider()
+            result = teach(
+                job.task,
+                tutor,
+                job.current_runner(),
+                job.redactor,
+                job.policy,
+                ledger=kernel_ledger(),
+                key=HintLedger.key(job.task, self.cell_id),
+                timeout_s=job.config.timeout_s,
+                trial_policy=job.config.policy,
+                budget=job.config.prompt_budget,
+                user_note=note,
+                on_event=on_event,
+                should_stop=self._stop.is_set,
+            )
+        except ProviderError as err:
+            self.finish_without_loop("error", str(err))
+            return
+        except KeyboardInterrupt:
+            self.finish_without_loop("interrupted", "Interrupted: the request was stopped.")
+            return
+        self.teaching = result
+        if result.status == "fix_loop":
+            self.run(on_event=on_event)
+            return
+        self.provider, self.model = result.provider or self.provider, result.model or self.model
+        status = "error" if result.status == "error" else "hint"
+        self.finish_without_loop(status, result.message)
 
     @property
     def can_run_in_background(self) -> bool:
@@ -298,6 +340,7 @@ class RefineSession:
             "error": "could not finish",
             "interrupted": "interrupted",
             "running": "running",
+            "hint": self.teaching.step.header() if self.teaching else "hint",
         }.get(self.status, self.status)
         return f"nbrefine: {text}" + (f" — {self.message}" if self.message and self.status != "fixed" else "")
 
@@ -306,6 +349,9 @@ class RefineSession:
         parts = [bold(self.headline())]
         if self.failure is not None:
             parts.append("original failure: " + self.failure.one_line())
+        if self.status == "hint" and self.teaching is not None:
+            parts.append(self.teaching.render())
+            return "\n".join(parts)
         parts.extend("  " + line for line in self.attempt_lines())
         if self.explanation:
             parts.append("explanation: " + self.explanation)

@@ -91,6 +91,7 @@ class ReviewPanel:
         self.reject_button = widgets.Button(description="Reject", icon="times")
         self.retry_button = widgets.Button(description="Try again", icon="refresh")
         self.note = widgets.Text(placeholder="optional note for the next attempts", layout={"width": "40%"})
+        self.more_button = widgets.Button(description="Another hint", icon="lightbulb-o")
         self.status = widgets.HTML()
         self.copy_box = widgets.Textarea(layout={"width": "100%", "display": "none"})
         self.output = widgets.Output()
@@ -98,6 +99,7 @@ class ReviewPanel:
         self.accept_button.on_click(self._on_accept)
         self.reject_button.on_click(self._on_reject)
         self.retry_button.on_click(self._on_retry)
+        self.more_button.on_click(self._on_more_help)
         self.view.observe(lambda _change: self._render_diff(), names="value")
         self.decision_row = widgets.HBox(
             [self.accept_button, self.reject_button, self.retry_button, self.note]
@@ -111,6 +113,7 @@ class ReviewPanel:
                 self.diff,
                 self.history,
                 self.decision_row,
+                self.more_button,
                 self.status,
                 self.copy_box,
                 self.output,
@@ -165,6 +168,10 @@ class ReviewPanel:
     # ------------------------------------------------------------------ rendering
 
     def refresh(self) -> None:
+        if self.session.status == "hint" and self.session.teaching is not None:
+            self._refresh_teaching()
+            return
+        self.more_button.layout.display = "none"
         session = self.session
         running = session.running
         cap = session.timings.get("max_attempts", len(session.attempts))
@@ -189,6 +196,27 @@ class ReviewPanel:
         self.retry_button.disabled = not pending or session.job is None
         self.note.disabled = self.retry_button.disabled
         self.decision_row.layout.display = None if session.job is not None else "none"
+
+    def _refresh_teaching(self) -> None:
+        """Teaching modes: the hint (already checked by the guard), the count, and "Another hint"."""
+        teaching = self.session.teaching
+        assert teaching is not None
+        self.header.value = f"<b>{html.escape(self.session.headline())}</b>"
+        self.progress.value = html.escape(teaching.counter)
+        self.stop_button.layout.display = "none"
+        self.explanation.value = f'<div style="white-space:pre-wrap">{html.escape(teaching.text)}</div>'
+        for hidden in (self.view, self.diff, self.history, self.decision_row):
+            hidden.layout.display = "none"
+        self.more_button.description = teaching.next_label or "Another hint"
+        self.more_button.layout.display = None if teaching.more_available else "none"
+
+    def _on_more_help(self, _button: Any = None) -> None:
+        self.more_button.disabled = True
+        try:
+            self.session.ask_for_help()
+        finally:
+            self.more_button.disabled = False
+        self.refresh()
 
     def _summary_line(self) -> str:
         session = self.session

@@ -17,3 +17,6 @@ def shell():
     ip.run_line_magic("unload_ext", "nbrefine")
     ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
     ip.reset(new_session=False)
+    from nbrefine.teaching import _reset_kernel_state
+
+    _reset_kernel_state()  # the teaching policy lock is process-wide

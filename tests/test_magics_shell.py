@@ -187,3 +187,24 @@ def test_prompt_is_grounded_in_the_notebook_history(shell, scripted):
     assert "- net: In [" in history and "(cell 'cell-net')" in history
     assert "return price * (1 - rat)" in history
     assert "another cell" in prompt  # the failing frame is in the function's cell
+
+
+def test_locked_hint_policy_cannot_be_loosened_and_never_shows_the_solution(shell, scripted, capsys):
+    shell.run_line_magic("refine", "policy --mode hint --max-hints 2 --lock")
+    from traitlets import TraitError
+
+    settings = next(c for c in shell.configurables if type(c).__name__ == "Refine")
+    with pytest.raises(TraitError):
+        settings.mode = "fix"
+    with pytest.raises(UsageError):
+        refine(shell, "x = 1", "--provider test-scripted --mode fix")
+    scripted.replies = [block("total = sum([1, 2, 3])\nassert total == 6")]  # a disobeying model
+    with pytest.raises(nbrefine.NbrefineError, match="see the help above"):
+        refine(shell, "total = sum([1, 2, 3)\nassert total == 6")
+    session = nbrefine.last_session()
+    out = capsys.readouterr().out
+    assert session.status == "hint" and session.fixed_code is None
+    assert "total = sum([1, 2, 3])" not in out  # withheld: it would solve the cell
+    assert "withheld" in out
+    with pytest.raises(UsageError):
+        shell.run_line_magic("refine", "accept")

@@ -131,3 +131,24 @@ def test_display_bundle_has_a_text_fallback(shell):
     session = failing_session(shell, ["```python\nvalue = 1\n```"])
     bundle = ReviewPanel(session).widget._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_teaching_panel_shows_the_hint_and_asks_for_another(shell):
+    shell.run_line_magic("refine", "policy --mode graduated --max-hints 3")
+    disobeying = "Just do this:\n```python\nvalue = 2 * 21\n```"
+    provider = ScriptedProvider([disobeying, "Look at the name on line 1: is it defined anywhere?"])
+    nbrefine.register_provider("teach-scripted", lambda settings: provider)
+    with pytest.raises(nbrefine.NbrefineError):
+        shell.run_cell_magic(
+            "refine", "--provider teach-scripted", "value = 2 * undefined_thing\nassert value == 42"
+        )
+    session = nbrefine.last_session()
+    assert session.status == "hint"
+    panel = ReviewPanel(session)
+    assert "Hint 1 of 3" in panel.header.value
+    assert "value = 2 * 21" not in panel.explanation.value  # the solving code was withheld
+    assert "Hints used: 1 of 3" in panel.progress.value
+    assert panel.more_button.layout.display is None and panel.decision_row.layout.display == "none"
+    panel.more_button.click()
+    assert "Hint 2 of 3" in panel.header.value and "Hints used: 2 of 3" in panel.progress.value
+    assert "is it defined anywhere" in panel.explanation.value
