@@ -21,7 +21,15 @@ from ._errors import NbrefineError, SandboxError
 from .auto import AutoMode
 from .capture import Failure, capture_failure, top_level_statements
 from .context import Redactor, summarize_names
-from .history import ExecutedCell, analyse, free_names, notebook_cells, notebook_path
+from .history import (
+    ExecutedCell,
+    NotebookCell,
+    analyse,
+    cross_cell_target,
+    free_names,
+    notebook_cells,
+    notebook_path,
+)
 from .limits import TrialPolicy
 from .loop import LoopConfig
 from .prompt import RepairTask
@@ -221,8 +229,19 @@ class RefineMagics(Magics):
                 session.failures = tuple(failures)
                 session._applier = lambda code: self._apply(code, before, after)
                 failing_count = self._current_count(cell)
+                error = result.error_in_exec or result.error_before_exec
                 session.job = self._job(
-                    run, cell, failures, before, after, redactor, snapshot, notes, failing_count
+                    session,
+                    error,
+                    run,
+                    cell,
+                    failures,
+                    before,
+                    after,
+                    redactor,
+                    snapshot,
+                    notes,
+                    failing_count,
                 )
                 snapshot = None  # the job owns it now: released on a decision or the next session
                 session.notes = tuple(notes)
@@ -271,7 +290,7 @@ class RefineMagics(Magics):
         session.failures = (failure,)
         session._applier = lambda fixed: self._apply(fixed, before, after)
         session.job = self._job(
-            run, raw_cell, [failure], before, after, redactor, snapshot, notes, failing_count
+            session, error, run, raw_cell, [failure], before, after, redactor, snapshot, notes, failing_count
         )
         session.notes = tuple(notes)
         return session
@@ -410,6 +429,8 @@ class RefineMagics(Magics):
 
     def _job(
         self,
+        session: RefineSession,
+        error: BaseException | None,
         run: _Run,
         cell: str,
         failures: list[Failure],
@@ -431,15 +452,19 @@ class RefineMagics(Magics):
         summaries, left_out = summarize_names(names, before, redactor)
         runner, runner_notes = self._runner(snapshot, before, after, redactor)
         notes.extend(runner_notes)
+        history, code, first_checks = self._ground(session, cell, error, failing_count, notes)
+        if first_checks:  # the fix goes into the defining cell: Accept re-runs the failing one too
+            failing = cell
+            session._applier = lambda fixed: self._apply(fixed, before, after) and self._rerun(failing)
         task = RepairTask(
-            code=cell,
+            code=code,
             failures=tuple(failures),
-            checks=run.checks,
+            checks=(*first_checks, *run.checks),
             values=tuple(summaries),
             values_left_out=left_out,
             notes=tuple(notes),
             namespace=before,
-            history=self._history(cell, failing_count),
+            history=history,
         )
         name, note = resolve_provider_name(run.provider, os.environ)
         if note:
@@ -474,32 +499,67 @@ class RefineMagics(Magics):
         raw = self.ip.history_manager.input_hist_raw
         return count if 0 < count < len(raw) and cell.strip() in raw[count] else None
 
-    def _history(self, cell: str, failing_count: int | None) -> str:
-        """The notebook's history for the prompt: cells run so far, who defined what, stale state."""
+    def _executed(self, failing_count: int | None) -> list[ExecutedCell]:
+        """The cells run so far (IPython's history; cell ids recorded by post_run_cell)."""
         try:
             hm = self.ip.history_manager
             raw, parsed = hm.input_hist_raw, hm.input_hist_parsed
         except AttributeError:
-            return ""
+            return []
         runs = self.auto.runs
-        executed = [
+        return [
             ExecutedCell(
                 n, raw[n], runs.get(n, (None, None))[0], code=parsed[n], ran_at=runs.get(n, (None, None))[1]
             )
             for n in range(1, min(len(raw), len(parsed)))
             if n != failing_count
         ]
-        if not executed:
-            return ""
+
+    def _saved_notebook(self) -> tuple[list[NotebookCell] | None, float | None]:
+        """The notebook file as saved (JupyterLab and VS Code say where it is), and when."""
         path = notebook_path(self.ip.user_ns)
-        notebook = notebook_cells(path) if path else None
+        if not path:
+            return None, None
         saved_at = None
-        if path:
-            with contextlib.suppress(OSError):
-                saved_at = os.path.getmtime(path)
+        with contextlib.suppress(OSError):
+            saved_at = os.path.getmtime(path)
+        return notebook_cells(path), saved_at
+
+    def _ground(
+        self,
+        session: RefineSession,
+        cell: str,
+        error: BaseException | None,
+        failing_count: int | None,
+        notes: list[str],
+    ) -> tuple[str, str, tuple[str, ...]]:
+        """History for the prompt, and the cell to repair: when the error was raised in a
+        function or class another cell defined, that cell is the target, and the failing cell
+        becomes a check its candidates must make pass. Returns (history, code, extra checks)."""
+        executed = self._executed(failing_count)
+        if not executed:
+            return "", cell, ()
+        notebook, saved_at = self._saved_notebook()
         names = free_names(self.ip.transform_cell(cell))
         report = analyse(executed, names, notebook, namespace=self.ip.user_ns, saved_at=saved_at)
-        return report.render(min(3000, self.settings.prompt_budget // 5))
+        history = report.render(min(3000, self.settings.prompt_budget // 5))
+        target = None
+        if error is not None:
+            counts = getattr(self.ip.compile, "_filename_map", None)
+            target = cross_cell_target(
+                error,
+                executed,
+                self.ip.user_ns,
+                counts=counts,
+                notebook=notebook,
+                current_cell_id=session.cell_id,
+            )
+        if target is None:
+            return history, cell, ()
+        notes.append(target.note())
+        session.original_code = target.source
+        session.cell_id, session.cell_source = target.cell_id, target.source
+        return history, target.source, (self.ip.transform_cell(cell),)
 
     def _provider_settings(self, run: _Run) -> ProviderSettings:
         return ProviderSettings(
@@ -507,6 +567,10 @@ class RefineMagics(Magics):
             request_timeout=self.settings.request_timeout,
             max_retries=self.settings.max_retries,
         )
+
+    def _rerun(self, cell: str) -> bool:
+        result = self.ip.run_cell(cell, store_history=False)
+        return bool(result.success)
 
     def _apply(self, code: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
         """Accept: undo the failed run's rebinds that nobody changed since, then run the fix."""

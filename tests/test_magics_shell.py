@@ -182,7 +182,8 @@ def test_prompt_is_grounded_in_the_notebook_history(shell, scripted):
         "%%refine --provider test-scripted\nvalue = net(10)", store_history=True, cell_id="cell-value"
     )
     prompt = nbrefine.last_session().prompts[0]
-    assert "value = net(10)" not in prompt.split("## Notebook history")[1]  # not the failing cell itself
+    history_section = prompt.split("## Notebook history")[1].split("\n## ")[0]
+    assert "value = net(10)" not in history_section  # not the failing cell itself
     history = prompt.split("## Notebook history (cells run before this one)")[1]
     assert "- net: In [" in history and "(cell 'cell-net')" in history
     assert "return price * (1 - rat)" in history
@@ -208,3 +209,21 @@ def test_locked_hint_policy_cannot_be_loosened_and_never_shows_the_solution(shel
     assert "withheld" in out
     with pytest.raises(UsageError):
         shell.run_line_magic("refine", "accept")
+
+
+def test_error_inside_a_function_from_another_cell_targets_that_cell(shell, scripted):
+    shell.run_cell("rate = 0.2", store_history=True, cell_id="cell-rate")
+    shell.run_cell("def net(price):\n    return price * (1 - rat)", store_history=True, cell_id="cell-net")
+    scripted.replies = [block("def net(price):\n    return price * (1 - rate)")]
+    shell.run_cell(
+        "%%refine --provider test-scripted\nvalue = net(10)", store_history=True, cell_id="cell-value"
+    )
+    session = nbrefine.last_session()
+    assert session.status == "fixed"
+    assert session.cell_id == "cell-net"  # the fix belongs in the defining cell
+    assert session.original_code.startswith("def net(price)")
+    assert "the fix may belong in that cell" in session.prompts[0]
+    assert "value = net(10)" in session.prompts[0].split("## Extra checks")[1]  # the failing cell must pass
+    session.accept()
+    assert shell.user_ns["net"](10) == 8.0
+    assert shell.user_ns["value"] == 8.0  # Accept re-ran the failing cell after the fixed one
