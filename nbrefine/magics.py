@@ -118,6 +118,33 @@ def _is_user_name(name: str) -> bool:
     return not name.startswith("_") and name not in _INTERNAL_NAMES
 
 
+def _defines(code: str, name: str) -> bool:
+    return any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
+        for node in top_level_statements(code)
+    )
+
+
+class _CrossCellRunner:
+    """Trials for a cross-cell repair: a candidate that (re)defines the failing function runs
+    with the failing cell as its first check; any other candidate replaces the failing cell."""
+
+    def __init__(self, inner: Any, defines: str) -> None:
+        self.inner = inner
+        self.defines = defines
+
+    def run(self, spec: TrialSpec) -> TrialOutcome:
+        if not _defines(spec.code, self.defines):
+            spec = replace(spec, checks=spec.checks[1:])
+        outcome: TrialOutcome = self.inner.run(spec)
+        return outcome
+
+    def cancel(self) -> None:
+        cancel = getattr(self.inner, "cancel", None)
+        if callable(cancel):
+            cancel()
+
+
 class _TransformingRunner:
     """Turns IPython syntax (magics, ``!cmd``) into Python before a trial, as IPython would."""
 
@@ -452,10 +479,24 @@ class RefineMagics(Magics):
         summaries, left_out = summarize_names(names, before, redactor)
         runner, runner_notes = self._runner(snapshot, before, after, redactor)
         notes.extend(runner_notes)
-        history, code, first_checks = self._ground(session, cell, error, failing_count, notes)
-        if first_checks:  # the fix goes into the defining cell: Accept re-runs the failing one too
+        failing_id, failing_source = session.cell_id, session.cell_source
+        history, code, first_checks, defines = self._ground(session, cell, error, failing_count, notes)
+        on_finish = None
+        if first_checks:
+            # A candidate that defines the failing function is for its cell, and must make the
+            # failing cell pass; any other candidate is a fix of the failing cell itself.
+            runner = _CrossCellRunner(runner, defines)
             failing = cell
-            session._applier = lambda fixed: self._apply(fixed, before, after) and self._rerun(failing)
+            apply_fix = session._applier or (lambda fixed: False)
+
+            def on_finish(done: RefineSession) -> None:
+                if done.fixed_code is None:
+                    return
+                if _defines(done.fixed_code, defines):  # Accept writes the defining cell, re-runs this
+                    done._applier = lambda fixed: apply_fix(fixed) and self._rerun(failing)
+                else:
+                    done.original_code, done.cell_id, done.cell_source = failing, failing_id, failing_source
+
         task = RepairTask(
             code=code,
             failures=tuple(failures),
@@ -489,7 +530,8 @@ class RefineMagics(Magics):
             fallback=lambda: _TransformingRunner(
                 LiveForkRunner(self.ip.user_ns, redactor, self._sandbox_options()), self.ip.transform_cell
             ),
-            background_ok=isinstance(runner, (Snapshot, SpawnRunner)),
+            background_ok=isinstance(getattr(runner, "inner", runner), (Snapshot, SpawnRunner)),
+            on_finish=on_finish,
         )
 
     def _current_count(self, cell: str) -> int | None:
@@ -532,13 +574,14 @@ class RefineMagics(Magics):
         error: BaseException | None,
         failing_count: int | None,
         notes: list[str],
-    ) -> tuple[str, str, tuple[str, ...]]:
+    ) -> tuple[str, str, tuple[str, ...], str]:
         """History for the prompt, and the cell to repair: when the error was raised in a
         function or class another cell defined, that cell is the target, and the failing cell
-        becomes a check its candidates must make pass. Returns (history, code, extra checks)."""
+        becomes a check its candidates must make pass. Returns (history, code, extra checks,
+        the name of the function or class that failed)."""
         executed = self._executed(failing_count)
         if not executed:
-            return "", cell, ()
+            return "", cell, (), ""
         notebook, saved_at = self._saved_notebook()
         names = free_names(self.ip.transform_cell(cell))
         report = analyse(executed, names, notebook, namespace=self.ip.user_ns, saved_at=saved_at)
@@ -555,11 +598,14 @@ class RefineMagics(Magics):
                 current_cell_id=session.cell_id,
             )
         if target is None:
-            return history, cell, ()
-        notes.append(target.note())
+            return history, cell, (), ""
+        notes.append(
+            target.note() + f" Reply with that whole cell fixed (it must define `{target.function}`), "
+            "or, if the fix belongs in the failing cell after all, with the failing cell fixed."
+        )
         session.original_code = target.source
         session.cell_id, session.cell_source = target.cell_id, target.source
-        return history, target.source, (self.ip.transform_cell(cell),)
+        return history, target.source, (self.ip.transform_cell(cell),), target.function
 
     def _provider_settings(self, run: _Run) -> ProviderSettings:
         return ProviderSettings(

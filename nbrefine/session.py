@@ -51,6 +51,7 @@ class RefineJob:
     tutor: Callable[[], Provider] | None = None  # the provider for teaching modes
     fallback: Callable[[], TrialRunner] | None = None  # a runner once that one is freed
     background_ok: bool = False  # the runner may be driven from a thread (no fork in the kernel)
+    on_finish: Callable[[RefineSession], None] | None = None  # adapters adjust the target cell
     released: bool = False
 
     def release(self) -> None:
@@ -162,6 +163,8 @@ class RefineSession:
         self.model = self._provider.model
         self.provider = self._provider.name
         self.finish(result)
+        if job.on_finish is not None:
+            job.on_finish(self)
 
     def run_in_background(
         self,
