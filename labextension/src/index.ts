@@ -1,0 +1,239 @@
+/**
+ * nbrefine's frontend half: the kernel asks, through a comm, to write an accepted fix
+ * into the cell that failed; this extension finds that cell (by its nbformat id, in the
+ * notebook bound to the kernel that asked), checks that the user has not edited it since
+ * it ran, replaces its source as one undoable step and acknowledges.
+ *
+ * Protocol (the kernel opens a comm to the target `nbrefine`; the open message's data is
+ * the request; the frontend answers with exactly one comm message, then closes the comm):
+ *
+ *   {action: "write_cell", request_id, cell_id, expected_source, source, metadata?}
+ *     -> {request_id, ok: true}
+ *     -> {request_id, ok: false, reason: "the cell is no longer in the notebook"}
+ *     -> {request_id, ok: false, reason: "the cell was edited since it ran; nothing was changed"}
+ *   {action: "ping", request_id?} -> {request_id?, ok: true, version}
+ *   anything else                 -> {request_id?, ok: false, reason: "unknown action"}
+ */
+import {
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import type { ICellModel } from '@jupyterlab/cells';
+import type { Kernel, KernelMessage } from '@jupyterlab/services';
+import type { JSONObject, JSONValue } from '@lumino/coreutils';
+
+/** The comm target name the kernel opens comms to. */
+export const COMM_TARGET = 'nbrefine';
+
+/** This extension's version (keep equal to package.json's "version"; the browser tests check it). */
+export const VERSION = '0.1.0';
+
+export const PLUGIN_ID = 'nbrefine-labextension:plugin';
+
+export const REASON_MISSING = 'the cell is no longer in the notebook';
+export const REASON_EDITED =
+  'the cell was edited since it ran; nothing was changed';
+export const REASON_UNKNOWN = 'unknown action';
+export const REASON_READ_ONLY =
+  'the notebook is read-only; nothing was changed';
+export const REASON_CELL_READ_ONLY =
+  'the cell is not editable (metadata "editable": false); nothing was changed';
+
+type Reply = { ok: boolean; reason?: string; version?: string };
+
+/** What a Yjs undo manager offers that we use (present on the shared cell models of JupyterLab 4). */
+interface IUndoCapture {
+  stopCapturing(): void;
+}
+
+/** Find a cell model by its nbformat id in one notebook. */
+function findCell(
+  panel: NotebookPanel,
+  cellId: string
+): ICellModel | undefined {
+  const model = panel.content.model;
+  if (!model || panel.isDisposed) {
+    return undefined;
+  }
+  const cells = model.cells;
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells.get(i);
+    if (cell.id === cellId) {
+      return cell;
+    }
+  }
+  return undefined;
+}
+
+/** The panels whose session is connected to a kernel with this id (other than `panel`). */
+function otherPanelsOnKernel(
+  tracker: INotebookTracker,
+  panel: NotebookPanel,
+  kernelId: string
+): NotebookPanel[] {
+  return tracker.filter(
+    p =>
+      p !== panel &&
+      !p.isDisposed &&
+      p.sessionContext.session?.kernel?.id === kernelId
+  );
+}
+
+/**
+ * Replace the source as a single undo step: close the step the user's typing may still be
+ * in, write, close again (so the next keystroke starts a new step). The cell keeps its id.
+ */
+function replaceSource(
+  cell: ICellModel,
+  source: string,
+  provenance: JSONValue | undefined
+): void {
+  const shared = cell.sharedModel as unknown as {
+    undoManager?: IUndoCapture | null;
+    setSource(value: string): void;
+  };
+  const undo = shared.undoManager ?? null;
+  undo?.stopCapturing();
+  shared.setSource(source);
+  if (provenance !== undefined) {
+    cell.setMetadata('nbrefine', provenance);
+  }
+  undo?.stopCapturing();
+}
+
+function isReadOnly(panel: NotebookPanel): boolean {
+  const model = panel.content.model as unknown as { readOnly?: boolean } | null;
+  return Boolean(model?.readOnly);
+}
+
+/**
+ * Answer one request. Returns undefined when another notebook on the same kernel holds the
+ * cell: that notebook's own kernel connection answers then (every connection to a kernel
+ * sees every comm_open).
+ */
+export function answer(
+  tracker: INotebookTracker,
+  panel: NotebookPanel,
+  kernelId: string,
+  data: JSONObject
+): Reply | undefined {
+  const action = data['action'];
+  if (action === 'ping') {
+    return { ok: true, version: VERSION };
+  }
+  if (action !== 'write_cell') {
+    return { ok: false, reason: REASON_UNKNOWN };
+  }
+  const cellId = data['cell_id'];
+  const expected = data['expected_source'];
+  const source = data['source'];
+  if (
+    typeof cellId !== 'string' ||
+    typeof expected !== 'string' ||
+    typeof source !== 'string'
+  ) {
+    return {
+      ok: false,
+      reason:
+        'malformed request: cell_id, expected_source and source must be strings'
+    };
+  }
+  const cell = findCell(panel, cellId);
+  if (!cell) {
+    const elsewhere = otherPanelsOnKernel(tracker, panel, kernelId).some(
+      p => findCell(p, cellId) !== undefined
+    );
+    return elsewhere ? undefined : { ok: false, reason: REASON_MISSING };
+  }
+  if (isReadOnly(panel)) {
+    return { ok: false, reason: REASON_READ_ONLY };
+  }
+  if (cell.getMetadata('editable') === false) {
+    return { ok: false, reason: REASON_CELL_READ_ONLY };
+  }
+  if (cell.sharedModel.getSource() !== expected) {
+    return { ok: false, reason: REASON_EDITED };
+  }
+  const metadata = data['metadata'];
+  let provenance: JSONValue | undefined = undefined;
+  if (metadata && typeof metadata === 'object' && !Array.isArray(metadata)) {
+    provenance = (metadata as JSONObject)['nbrefine'];
+  }
+  replaceSource(cell, source, provenance);
+  return { ok: true };
+}
+
+function onCommOpen(
+  tracker: INotebookTracker,
+  panel: NotebookPanel,
+  kernel: Kernel.IKernelConnection,
+  comm: Kernel.IComm,
+  msg: KernelMessage.ICommOpenMsg
+): void {
+  const data = (msg.content.data ?? {}) as JSONObject;
+  const requestId = data['request_id'];
+  let reply: Reply | undefined;
+  try {
+    reply = answer(tracker, panel, kernel.id, data);
+  } catch (err) {
+    console.error('nbrefine: could not write the cell', err);
+    reply = { ok: false, reason: `the frontend failed: ${String(err)}` };
+  }
+  if (reply === undefined) {
+    return; // another notebook bound to this kernel answers
+  }
+  const content: JSONObject = { ...reply } as JSONObject;
+  if (requestId !== undefined) {
+    content['request_id'] = requestId;
+  }
+  try {
+    comm.send(content);
+  } catch (err) {
+    console.warn('nbrefine: could not answer the kernel', err);
+  }
+  try {
+    comm.close();
+  } catch {
+    // the kernel went away meanwhile
+  }
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description:
+    "Writes nbrefine's accepted fixes into the notebook cell that failed (comm target 'nbrefine').",
+  autoStart: true,
+  requires: [INotebookTracker],
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
+    // Connections we registered on. registerCommTarget replaces an earlier callback for the
+    // same name, so a second registration would be harmless too; this just avoids the work.
+    const registered = new WeakSet<Kernel.IKernelConnection>();
+
+    const watch = (panel: NotebookPanel): void => {
+      const context = panel.sessionContext;
+      const register = (): void => {
+        const kernel = context.session?.kernel;
+        if (!kernel || kernel.isDisposed || registered.has(kernel)) {
+          return;
+        }
+        registered.add(kernel);
+        kernel.registerCommTarget(COMM_TARGET, (comm, msg) =>
+          onCommOpen(tracker, panel, kernel, comm, msg)
+        );
+      };
+      context.kernelChanged.connect(register);
+      context.sessionChanged.connect(register);
+      void context.ready.then(register).catch(() => undefined);
+      register();
+    };
+
+    tracker.forEach(watch);
+    tracker.widgetAdded.connect((_, panel) => watch(panel));
+    console.log(
+      `nbrefine-labextension ${VERSION} is activated (${app.name}); comm target '${COMM_TARGET}'`
+    );
+  }
+};
+
+export default plugin;
