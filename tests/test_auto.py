@@ -91,3 +91,12 @@ def test_usage_errors(shell, scripted):
         shell.run_line_magic("refine", "auto sometimes")
     with pytest.raises(UsageError, match="no cell has failed"):
         shell.run_line_magic("refine", "fix")
+
+
+def test_profile_config_turns_it_on_in_every_notebook(shell):
+    shell.run_line_magic("unload_ext", "nbrefine")
+    shell.config.Refine.auto = "offer"  # what c.Refine.auto = "offer" in a profile does
+    shell.run_line_magic("load_ext", "nbrefine")
+    assert "post_run_cell" in hooks(shell)
+    settings = next(c for c in shell.configurables if type(c).__name__ == "Refine")
+    assert settings.auto == "offer"
