@@ -100,3 +100,24 @@ def test_profile_config_turns_it_on_in_every_notebook(shell):
     assert "post_run_cell" in hooks(shell)
     settings = next(c for c in shell.configurables if type(c).__name__ == "Refine")
     assert settings.auto == "offer"
+
+
+def test_suggest_a_fix_button_in_a_notebook_runs_the_repair_on_click(shell, scripted, monkeypatch):
+    import types
+
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(shell, "kernel", types.SimpleNamespace(), raising=False)  # as in ipykernel
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    shell.run_line_magic("config", "Refine.display = 'text'")
+    shell.run_line_magic("refine", "auto offer")
+    shell.run_cell("answer = fourty_two")
+    assert scripted.requests == []  # only a button so far
+    box = shown[-1]
+    button = box.children[0]
+    assert button.description == "Suggest a fix"
+    scripted.replies = [block("answer = 42")]
+    button.click()
+    assert button.disabled and len(scripted.requests) == 1
+    assert nbrefine.last_session().status == "fixed"
