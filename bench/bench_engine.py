@@ -503,6 +503,7 @@ def run_profile(size: StateSize, repeat: int, workdir: Path, log: Callable[[str]
             raise BenchError(f"kernel setup failed: {setup.error}\n{setup.stdout}")
         kernel.run("%config Refine.display = 'text'")
         kernel.run("%config Refine.quick_fixes = False")  # measure the scripted model path alone
+        kernel.run("%config Refine.response_cache = False")  # the same cells repeat on purpose
         log(f"[{size.label}] building the state …")
         out.build = kernel.run_json(f"_bench_build({size.n_array}, {size.n_rows}, {size.n_small})")
         pid = int(out.build["kernel_pid"])

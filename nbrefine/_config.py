@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, default, validate
+from traitlets import Bool, Dict, Enum, Float, Int, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 __all__ = ["Refine"]
@@ -90,6 +90,23 @@ class Refine(Configurable):
     allow_solution = Bool(False, help="Graduated mode: may the step after the last hint show the fix?").tag(
         config=True
     )
+    response_cache = Bool(
+        True,
+        help="Reuse the model's reply to an identical request (same cell, error, state, model) "
+        "instead of paying twice. Per cell: --no-cache.",
+    ).tag(config=True)
+    budget_tokens = Int(None, allow_none=True, help="Most tokens one session may spend.").tag(config=True)
+    budget_usd = Float(None, allow_none=True, help="Most money (USD) one session may spend.").tag(config=True)
+    kernel_budget_tokens = Int(
+        None, allow_none=True, help="Most tokens all sessions of this kernel may spend."
+    ).tag(config=True)
+    kernel_budget_usd = Float(None, allow_none=True, help="Most money (USD) this kernel may spend.").tag(
+        config=True
+    )
+    prices = Dict(
+        help="USD per million tokens for models nbrefine has no price for, e.g. "
+        "{'claude-sonnet-5-5': [3, 15]} (input, output[, cache write, cache read])."
+    ).tag(config=True)
     display = Enum(
         ["auto", "widget", "text"],
         default_value="auto",

@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the offline quick fixes and ask the provider straight away",
     )
+    from . import benchcmd
+
+    benchcmd.add_parser(commands)
     return parser
 
 
@@ -1063,7 +1066,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
         if args.command is None:
-            raise CliError("a command is required: fix (see 'nbrefine --help')")
+            raise CliError("a command is required: fix or bench (see 'nbrefine --help')")
+        if args.command == "bench":
+            from . import benchcmd
+
+            return benchcmd.run(args)
         opts = _options(args)
         with contextlib.suppress(ValueError):  # only the main thread may set handlers
             previous = signal.signal(signal.SIGTERM, _on_sigterm)

@@ -36,6 +36,9 @@ class LoopConfig:
     prompt_budget: int = 16000
     regressions_to_stop: int = 2
     policy: TrialPolicy = field(default_factory=TrialPolicy)
+    #: Called with this run's attempts before each new one; a reason (one line) stops the loop
+    #: with status "budget".
+    budget: Callable[[list[Attempt]], str | None] | None = None
 
 
 @dataclass
@@ -159,6 +162,9 @@ class _Loop:
             for number in range(first, first + self.config.max_attempts):
                 if self.should_stop():
                     raise KeyboardInterrupt
+                over = self.config.budget(self.attempts[first - 1 :]) if self.config.budget else None
+                if over:
+                    return self._result("budget", "budget", over)
                 stop = self._one_attempt(number)
                 if stop is not None:
                     return stop

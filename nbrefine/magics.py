@@ -21,6 +21,7 @@ from ._errors import NbrefineError, SandboxError
 from .auto import AutoMode
 from .capture import Failure, capture_failure, top_level_statements
 from .context import Redactor, summarize_names
+from .cost import kernel_usage, total
 from .history import (
     ExecutedCell,
     NotebookCell,
@@ -31,9 +32,10 @@ from .history import (
     notebook_path,
 )
 from .limits import TrialPolicy
-from .loop import LoopConfig
+from .loop import Attempt, LoopConfig
 from .prompt import RepairTask
-from .providers import ProviderSettings, make_provider, resolve_provider_name
+from .providers import Provider, ProviderSettings, make_provider, resolve_provider_name
+from .providers.cache import CachingProvider
 from .sandbox import (
     LiveForkRunner,
     SandboxOptions,
@@ -84,6 +86,7 @@ def _cell_parser() -> _Parser:
     parser.add_argument("--timeout", type=float)
     parser.add_argument("-t", "--test", action="append", default=[], dest="checks")
     parser.add_argument("--no-snapshot", action="store_true", dest="no_snapshot")
+    parser.add_argument("--no-cache", action="store_true", dest="no_cache")
     for opt_in in ("network", "subprocess", "writes"):
         parser.add_argument(f"--allow-{opt_in}", action="store_true", dest=f"allow_{opt_in}")
     return parser
@@ -101,6 +104,7 @@ class _Run:
     snapshot: bool
     policy: TrialPolicy
     teaching: TeachingPolicy
+    cache: bool = True
 
 
 def _names_used(code: str) -> list[str]:
@@ -207,6 +211,7 @@ class RefineMagics(Magics):
             checks=tuple(opts.checks),
             snapshot=conf.snapshot and not opts.no_snapshot,
             teaching=self._teaching_policy(opts.mode, opts.max_hints),
+            cache=conf.response_cache and not opts.no_cache,
             policy=TrialPolicy(
                 memory_mb=conf.memory_limit_mb,
                 allow_network=conf.allow_network or opts.allow_network,
@@ -512,11 +517,18 @@ class RefineMagics(Magics):
             print(f"nbrefine: {note}")
         settings, quick_fixes = self._provider_settings(run), self.settings.quick_fixes
         tutor = (lambda: OfflineTutor()) if name == "offline" else (lambda: make_provider(name, settings))
+        cache = run.cache
+
+        def provider() -> Provider:
+            made = make_provider(name, settings, quick_fixes_first=quick_fixes)
+            return CachingProvider(made) if cache else made
+
         return RefineJob(
             task=task,
             policy=run.teaching,
             tutor=tutor,
-            provider=lambda: make_provider(name, settings, quick_fixes_first=quick_fixes),
+            provider=provider,
+            prices=dict(self.settings.prices),
             runner=_TransformingRunner(runner, self.ip.transform_cell),
             redactor=redactor,
             config=LoopConfig(
@@ -525,6 +537,7 @@ class RefineMagics(Magics):
                 policy=run.policy,
                 max_tokens=self.settings.max_tokens,
                 prompt_budget=self.settings.prompt_budget,
+                budget=self._budget(session),
             ),
             free=snapshot.close if snapshot is not None else (lambda: None),
             fallback=lambda: _TransformingRunner(
@@ -606,6 +619,32 @@ class RefineMagics(Magics):
         session.original_code = target.source
         session.cell_id, session.cell_source = target.cell_id, target.source
         return history, target.source, (self.ip.transform_cell(cell),), target.function
+
+    def _budget(self, session: RefineSession) -> Callable[[list[Attempt]], str | None] | None:
+        """The loop's budget check: per session and per kernel, in tokens and in money."""
+        conf = self.settings
+        limits = (conf.budget_tokens, conf.budget_usd, conf.kernel_budget_tokens, conf.kernel_budget_usd)
+        if all(limit is None for limit in limits):
+            return None
+        prices = dict(conf.prices)
+
+        def check(this_run: list[Attempt]) -> str | None:
+            spent_now = total((a.reply for a in this_run if a.reply), prices)
+            session_spent = total((a.reply for a in session.attempts if a.reply), prices) + spent_now
+            kernel_spent = kernel_usage() + spent_now
+            for scope, spent, tokens, usd in (
+                ("session", session_spent, conf.budget_tokens, conf.budget_usd),
+                ("kernel", kernel_spent, conf.kernel_budget_tokens, conf.kernel_budget_usd),
+            ):
+                if tokens is not None and spent.tokens >= tokens:
+                    return (
+                        f"Stopped: the {scope} budget of {tokens:,} tokens is spent ({spent.tokens:,} used)."
+                    )
+                if usd is not None and spent.cost_usd is not None and spent.cost_usd >= usd:
+                    return f"Stopped: the {scope} budget of ${usd:.2f} is spent (${spent.cost_usd:.4f} used)."
+            return None
+
+        return check
 
     def _provider_settings(self, run: _Run) -> ProviderSettings:
         return ProviderSettings(
@@ -738,6 +777,8 @@ def _stop_message(session: RefineSession) -> str:
         return "nbrefine: the cell failed; the nbrefine panel above shows the repair as it runs"
     if session.status == "fixed":
         return "nbrefine: the cell failed; a fix passed its trial run: Accept it above, or %refine accept"
+    if session.status == "budget":
+        return f"nbrefine: the cell failed; {session.message}"
     return f"nbrefine: the cell failed and was not fixed ({session.status}): {session.message}"
 
 

@@ -100,20 +100,21 @@ def build_request(
         fixed.append(_section("Notes", clip("\n".join(task.notes), _SECTION_LIMITS["notes"])))
     if user_note:
         fixed.append(_section("Note from the user", clip(user_note, 1000)))
-    fixed.extend(_attempt_sections(history))
-    fixed.append(_section("Your task", _closing_instruction(history)))
-    used = sum(len(part) for part in fixed)
+    varying = [*_attempt_sections(history), _section("Your task", _closing_instruction(history))]
+    used = sum(len(part) for part in fixed) + sum(len(part) for part in varying)
     room = max(budget - used - 200, 0)
     if task.values and room > 200:
         values = clip(render_summaries(task.values, task.values_left_out), room)
         fixed.insert(2, _section("Variables the cell uses (kernel state before the cell ran)", values))
-    text = "\n".join(fixed)
-    text = clip(text, budget)
+    # What every attempt repeats comes first, so that providers can cache it.
+    stable = redactor.redact_text("\n".join(fixed) + "\n")
+    text = clip(stable + redactor.redact_text("\n".join(varying)), budget)
     return ProviderRequest(
         system=SYSTEM_PROMPT,
-        user=redactor.redact_text(text),
+        user=text,
         max_tokens=max_tokens,
         context=_repair_context(task, history),
+        cache_prefix=len(stable) if len(stable) < len(text) else 0,
     )
 
 

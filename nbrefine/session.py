@@ -11,6 +11,7 @@ from typing import Any
 from ._errors import NbrefineError, ProviderError
 from .capture import Failure
 from .context import Redactor
+from .cost import Usage, add_to_kernel, total
 from .loop import Attempt, EventCallback, LoopConfig, LoopResult, TrialRunner, refine
 from .prompt import RepairTask
 from .providers.base import Provider
@@ -52,6 +53,7 @@ class RefineJob:
     fallback: Callable[[], TrialRunner] | None = None  # a runner once that one is freed
     background_ok: bool = False  # the runner may be driven from a thread (no fork in the kernel)
     on_finish: Callable[[RefineSession], None] | None = None  # adapters adjust the target cell
+    prices: dict[str, Any] = field(default_factory=dict)  # Refine.prices, for the cost shown
     released: bool = False
 
     def release(self) -> None:
@@ -162,7 +164,9 @@ class RefineSession:
             return
         self.model = self._provider.model
         self.provider = self._provider.name
+        counted = len(self.attempts)
         self.finish(result)
+        add_to_kernel(total((a.reply for a in result.attempts[counted:] if a.reply), job.prices))
         if job.on_finish is not None:
             job.on_finish(self)
 
@@ -277,6 +281,12 @@ class RefineSession:
         return self.failures[0] if self.failures else None
 
     @property
+    def usage(self) -> Usage:
+        """Tokens (incl. prompt-cache reads and writes) and estimated cost of this session."""
+        prices = self.job.prices if self.job else {}
+        return total((a.reply for a in self.attempts if a.reply), prices)
+
+    @property
     def tokens(self) -> tuple[int, int]:
         """(input, output) tokens the provider reported for this session."""
         if not self.result:
@@ -344,6 +354,7 @@ class RefineSession:
             "interrupted": "interrupted",
             "running": "running",
             "hint": self.teaching.step.header() if self.teaching else "hint",
+            "budget": "stopped by the budget",
         }.get(self.status, self.status)
         return f"nbrefine: {text}" + (f" — {self.message}" if self.message and self.status != "fixed" else "")
 
@@ -358,6 +369,8 @@ class RefineSession:
         parts.extend("  " + line for line in self.attempt_lines())
         if self.explanation:
             parts.append("explanation: " + self.explanation)
+        if self.usage.tokens:
+            parts.append("usage: " + self.usage.describe())
         if self.fixed_code is not None:
             parts.append(self.diff(color=color))
             if self.decision == "pending":

@@ -220,12 +220,12 @@ class ReviewPanel:
 
     def _summary_line(self) -> str:
         session = self.session
-        tokens_in, tokens_out = session.tokens
+        usage = session.usage
         parts = []
         if session.failure is not None:
             parts.append(f"original failure: {html.escape(session.failure.one_line())}")
-        if tokens_in or tokens_out:
-            parts.append(f"tokens: {tokens_in:,} in, {tokens_out:,} out")
+        if usage.tokens:
+            parts.append(f"tokens: {html.escape(usage.describe())}")
         parts.extend(html.escape(note) for note in session.notes)
         return "<br>".join(parts)
 

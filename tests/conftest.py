@@ -13,6 +13,7 @@ def shell():
     ip.run_line_magic("load_ext", "nbrefine")
     ip.run_line_magic("config", "Refine.display = 'text'")
     ip.run_line_magic("config", "Refine.quick_fixes = False")  # tests of the model path opt back in
+    ip.run_line_magic("config", "Refine.response_cache = False")  # tests re-run the same cells
     yield ip
     ip.run_line_magic("unload_ext", "nbrefine")
     ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
@@ -20,3 +21,6 @@ def shell():
     from nbrefine.teaching import _reset_kernel_state
 
     _reset_kernel_state()  # the teaching policy lock is process-wide
+    from nbrefine.providers.cache import clear_response_cache
+
+    clear_response_cache()

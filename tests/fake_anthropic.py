@@ -83,6 +83,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import hashlib
 import json
 import logging
 import math
@@ -352,7 +353,11 @@ class _Handler(BaseHTTPRequestHandler):
             "stop_reason": spec.get("stop_reason", "end_turn") if final else None,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": int(spec.get("input_tokens", _prompt_chars(body) // 4)),
+                **(
+                    {"input_tokens": int(spec["input_tokens"])}
+                    if "input_tokens" in spec
+                    else self.server.fake._cache_usage(body)
+                ),
                 "output_tokens": self._output_tokens(spec) if final else 1,
             },
         }
@@ -492,6 +497,11 @@ class FakeAnthropic:
         self._lock = threading.Lock()
         self._queue: deque[dict[str, Any]] = deque(dict(r) for r in replies)
         self._requests: list[dict[str, Any]] = []
+        # Prompt caching as the API does it: the prefix up to the last block marked
+        # cache_control, if it has at least ``min_cache_tokens`` tokens, is written on first sight
+        # and read afterwards (reported as cache_creation_input_tokens / cache_read_input_tokens).
+        self.min_cache_tokens = 1024
+        self._prompt_cache: set[str] = set()
         self._default: dict[str, Any] = dict(default if default is not None else DEFAULT_REPLY)
         self._api_key = api_key
         self._host = host
@@ -598,8 +608,34 @@ class FakeAnthropic:
         with self._lock:
             self._queue.clear()
             self._requests.clear()
+            self._prompt_cache.clear()
 
     # -- used by the handler ---------------------------------------------------------------
+
+    def _cache_usage(self, body: Mapping[str, Any]) -> dict[str, int]:
+        """input_tokens and the cache fields for a request, updating the prompt cache."""
+        blocks: list[tuple[str, bool]] = []
+        sources = [body.get("system", "")] + [
+            m.get("content", "") for m in body.get("messages", []) if isinstance(m, Mapping)
+        ]
+        for source in sources:
+            for block in [{"text": source}] if isinstance(source, str) else source or []:
+                if isinstance(block, Mapping):
+                    blocks.append((str(block.get("text", "")), "cache_control" in block))
+        total = sum(len(text) for text, _ in blocks) // 4
+        marked = [i for i, (_, cached) in enumerate(blocks) if cached]
+        if not marked:
+            return {"input_tokens": total}
+        prefix = "".join(text for text, _ in blocks[: marked[-1] + 1])
+        prefix_tokens = len(prefix) // 4
+        if prefix_tokens < self.min_cache_tokens:
+            return {"input_tokens": total}
+        key = hashlib.sha256(f"{body.get('model')}\0{prefix}".encode()).hexdigest()
+        with self._lock:
+            hit = key in self._prompt_cache
+            self._prompt_cache.add(key)
+        field = "cache_read_input_tokens" if hit else "cache_creation_input_tokens"
+        return {"input_tokens": total - prefix_tokens, field: prefix_tokens}
 
     def _next_spec(self) -> dict[str, Any]:
         with self._lock:

@@ -69,6 +69,7 @@ SETUP = """\
 %reset -f
 %load_ext nbrefine
 %config Refine.display = 'text'
+%config Refine.response_cache = False
 %config Refine.provider = 'anthropic'
 %config Refine.quick_fixes = False
 %config Refine.sandbox = 'fork'

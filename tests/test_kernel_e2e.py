@@ -41,6 +41,7 @@ SETUP = """\
 %reset -f
 %load_ext nbrefine
 %config Refine.display = 'text'
+%config Refine.response_cache = False
 %config Refine.quick_fixes = False
 %config Refine.max_retries = 0
 %config Refine.request_timeout = 20.0

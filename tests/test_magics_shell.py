@@ -227,3 +227,33 @@ def test_error_inside_a_function_from_another_cell_targets_that_cell(shell, scri
     session.accept()
     assert shell.user_ns["net"](10) == 8.0
     assert shell.user_ns["value"] == 8.0  # Accept re-ran the failing cell after the fixed one
+
+
+def test_response_cache_budget_and_usage(shell):
+    from nbrefine.cost import kernel_usage
+
+    provider = ScriptedProvider(["```python\nvalue = 1\n```"] * 3)
+    provider.model = "claude-haiku-4-5"  # a model with a known price
+    nbrefine.register_provider("priced", lambda settings: provider)
+    shell.run_line_magic("config", "Refine.response_cache = True")
+    before = kernel_usage()
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "value = one", "--provider priced")
+    first = nbrefine.last_session()
+    assert first.status == "fixed" and first.usage.tokens > 0 and first.usage.cost_usd > 0
+    assert kernel_usage().tokens == before.tokens + first.usage.tokens
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "value = one", "--provider priced")  # the same failing cell again
+    assert len(provider.requests) == 1  # served from the response cache
+    assert nbrefine.last_session().usage.tokens == 0
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "value = one", "--provider priced --no-cache")
+    assert len(provider.requests) == 2
+    # A budget stops the loop before it spends more.
+    shell.run_line_magic("config", "Refine.budget_tokens = 1")
+    provider.replies = ["```python\nvalue = nope\n```", "```python\nvalue = 1\n```"]
+    with pytest.raises(nbrefine.NbrefineError, match="budget"):
+        refine(shell, "value = two", "--provider priced --no-cache")
+    session = nbrefine.last_session()
+    assert session.status == "budget" and len(session.attempts) == 1
+    assert "budget of 1 tokens" in session.message

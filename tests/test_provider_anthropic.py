@@ -155,8 +155,8 @@ def test_request_carries_model_system_user_max_tokens_and_key(fake: FakeAnthropi
     assert req["method"] == "POST" and req["path"] == "/v1/messages"
     body = req["json"]
     assert body["model"] == "claude-opus-5"
-    assert body["system"] == SYSTEM
-    assert body["messages"] == [{"role": "user", "content": USER}]
+    assert body["system"] == [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": USER}]}]
     assert body["max_tokens"] == 512
     assert body["stream"] is True
     assert sent_key(req["headers"]) == KEY
@@ -389,7 +389,7 @@ def test_control_endpoints_over_http(fake: FakeAnthropic) -> None:
 
     status, requests = http(fake, "GET", "/_fake/requests")
     assert status == 200 and len(requests) == 2
-    assert requests[0]["json"]["messages"][0]["content"] == USER
+    assert requests[0]["json"]["messages"][0]["content"] == [{"type": "text", "text": USER}]
     assert sent_key(requests[0]["headers"]) == KEY
 
     assert http(fake, "POST", "/_fake/script", {"text": "single spec"})[1]["queued"] == 1
@@ -458,3 +458,30 @@ def test_cli_serves_replies_until_terminated(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+def test_prompt_caching_of_the_stable_part_is_read_on_later_attempts(fake: FakeAnthropic) -> None:
+    """The real loop, the real SDK: attempt 1 writes the repeated part of the prompt to the
+    cache, attempt 2 reads it (the fake caches like the API, here from 50 tokens on)."""
+    from nbrefine.capture import Failure
+    from nbrefine.context import Redactor
+    from nbrefine.loop import LoopConfig, refine
+    from nbrefine.prompt import RepairTask
+    from nbrefine.sandbox import LiveForkRunner
+
+    fake.min_cache_tokens = 50
+    fake.script({"text": "```python\nx = y2\n```"}, {"text": "```python\nx = 1\n```"})
+    code = "x = y\n" + "# a long cell\n" * 40
+    task = RepairTask(
+        code=code, failures=(Failure("NameError", "name 'y' is not defined", lineno=1, line="x = y"),)
+    )
+    result = refine(
+        task, provider_for(fake), LiveForkRunner({}, Redactor(environ={})), Redactor(environ={}), LoopConfig()
+    )
+    assert result.status == "fixed"
+    first, second = (attempt.reply for attempt in result.attempts)
+    assert first.cache_write_tokens > 0 and first.cache_read_tokens == 0
+    assert second.cache_read_tokens == first.cache_write_tokens  # the cell, failure and state: read
+    assert second.input_tokens > 0  # the attempt's own feedback is new
+    body = fake.requests[1]["json"]
+    assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -44,13 +46,44 @@ def _offline(settings: ProviderSettings) -> Provider:
     return OfflineProvider()
 
 
+def _openai(settings: ProviderSettings) -> Provider:
+    from .openai_compat import OpenAIProvider
+
+    return OpenAIProvider(
+        settings.model or None, timeout=settings.request_timeout, max_retries=settings.max_retries
+    )
+
+
 def _scripted(settings: ProviderSettings) -> Provider:
     from .scripted import ScriptedProvider
 
     return ScriptedProvider.from_env(settings.model)
 
 
-_FACTORIES: dict[str, ProviderFactory] = {"anthropic": _anthropic, "offline": _offline, "scripted": _scripted}
+_FACTORIES: dict[str, ProviderFactory] = {
+    "anthropic": _anthropic,
+    "offline": _offline,
+    "openai": _openai,
+    "scripted": _scripted,
+}
+#: Third-party packages add providers under this entry point group: ``name = "pkg.module:factory"``,
+#: the factory taking :class:`ProviderSettings` and returning a :class:`Provider`.
+ENTRY_POINT_GROUP = "nbrefine.providers"
+
+
+def _discovered() -> dict[str, ProviderFactory]:
+    from importlib.metadata import entry_points
+
+    found: dict[str, ProviderFactory] = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(entry.name, functools.partial(_load_and_call, entry.value))
+    return found
+
+
+def _load_and_call(target: str, settings: ProviderSettings) -> Provider:
+    module_name, _, attribute = target.partition(":")
+    factory: ProviderFactory = getattr(importlib.import_module(module_name), attribute)
+    return factory(settings)
 
 
 def register_provider(name: str, factory: ProviderFactory) -> None:
@@ -59,7 +92,7 @@ def register_provider(name: str, factory: ProviderFactory) -> None:
 
 
 def available_providers() -> list[str]:
-    return sorted(_FACTORIES)
+    return sorted({*_FACTORIES, *_discovered()})
 
 
 def resolve_provider_name(name: str, environ: Mapping[str, str]) -> tuple[str, str]:
@@ -78,7 +111,7 @@ def make_provider(name: str, settings: ProviderSettings, *, quick_fixes_first: b
         from .tiered import TieredProvider
 
         return TieredProvider(make_provider("offline", settings), lambda: make_provider(name, settings))
-    factory = _FACTORIES.get(name)
+    factory = _FACTORIES.get(name) or _discovered().get(name)
     if factory is None:
         raise ProviderConfigError(f"unknown provider {name!r}; available: {', '.join(available_providers())}")
     return factory(settings)

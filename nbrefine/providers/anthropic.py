@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import threading
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anthropic
 
@@ -175,8 +175,8 @@ class AnthropicProvider:
             manager = client.messages.stream(
                 model=self.model,
                 max_tokens=request.max_tokens,
-                system=request.system,
-                messages=[{"role": "user", "content": request.user}],
+                system=[{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
+                messages=_messages(request),
             )
             stream = manager.__enter__()
         except Exception as exc:
@@ -222,6 +222,8 @@ class AnthropicProvider:
             model=str(final.model or self.model),
             input_tokens=int(final.usage.input_tokens or 0),
             output_tokens=int(final.usage.output_tokens or 0),
+            cache_read_tokens=int(getattr(final.usage, "cache_read_input_tokens", 0) or 0),
+            cache_write_tokens=int(getattr(final.usage, "cache_creation_input_tokens", 0) or 0),
             stop_reason=str(final.stop_reason),
             extra={"id": final.id, "request_id": stream.request_id},
         )
@@ -320,3 +322,19 @@ class AnthropicProvider:
                 f"and the base URL {self.base_url}"
             )
         return ProviderError(f"Anthropic returned an error ({detail})")
+
+
+def _messages(request: ProviderRequest) -> Any:  # the SDK's TypedDicts are stricter than this shape
+    return [{"role": "user", "content": _user_content(request)}]
+
+
+def _user_content(request: ProviderRequest) -> list[dict[str, Any]]:
+    """The user message as content blocks: the part every attempt repeats is marked for
+    Anthropic's prompt cache (later attempts of a session then read it instead of paying)."""
+    prefix = request.cache_prefix
+    if not 0 < prefix < len(request.user):
+        return [{"type": "text", "text": request.user}]
+    return [
+        {"type": "text", "text": request.user[:prefix], "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": request.user[prefix:]},
+    ]

@@ -44,6 +44,9 @@ class ProviderRequest:
     user: str
     max_tokens: int = 4096
     context: RepairContext | None = field(default=None, compare=False, repr=False)
+    #: ``user[:cache_prefix]`` is the same in every attempt of a session (the cell, the failure,
+    #: the state): providers with prompt caching mark it cacheable. 0: nothing to cache.
+    cache_prefix: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class ProviderReply:
     input_tokens: int = 0
     output_tokens: int = 0
     stop_reason: str | None = None
+    cache_read_tokens: int = 0  # input tokens served from the provider's prompt cache
+    cache_write_tokens: int = 0  # input tokens written to it
     extra: dict[str, object] = field(default_factory=dict)
 
 

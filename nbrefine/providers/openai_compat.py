@@ -1,0 +1,416 @@
+"""The OpenAI-compatible provider: one streamed Chat Completions call per repair request.
+
+Works with the OpenAI API and with any server that speaks its ``/v1/chat/completions`` dialect
+(Ollama, vLLM, LM Studio, llama.cpp's server, ...). The ``openai`` SDK is an optional
+dependency, imported on the first request (``pip install 'nbrefine[openai]'``).
+
+Every failure comes out as a :class:`~nbrefine.ProviderError` subclass with a one-line message;
+no SDK or network exception escapes :meth:`OpenAIProvider.complete`. The original exception is
+kept as ``__cause__``. Things the SDK does that this module guards:
+
+* errors while the body streams in are wrapped as ``APITimeoutError``/``APIConnectionError``
+  (the same classes as before the reply began), so they are told apart by whether the stream
+  had started;
+* an ``{"error": ...}`` object sent as a stream chunk becomes a plain ``APIError`` (no status);
+* an unparsable ``data:`` line raises ``json.JSONDecodeError``;
+* a stream that just ends (no ``finish_reason``, no ``[DONE]``) is not an error to the SDK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import urlsplit
+
+from nbrefine._errors import (
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderOverloadedError,
+    ProviderRateLimitError,
+    ProviderReplyError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+)
+from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "NO_KEY_PLACEHOLDER",
+    "OpenAIProvider",
+    "is_official",
+]
+
+#: The model used when none is given and the base URL is the OpenAI API itself (a current,
+#: not deprecated, model of the SDK's ``ChatModel`` list). Local servers have no such default.
+DEFAULT_MODEL = "gpt-5.5"
+API_KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Sent as the key to a server that needs none (the SDK refuses to start without one).
+NO_KEY_PLACEHOLDER = "not-needed"
+
+_OFFICIAL_HOSTS = frozenset({"api.openai.com"})
+_MAX_DETAIL = 200
+_MISSING_SDK = "the openai provider needs the openai package: pip install 'nbrefine[openai]'"
+
+
+def _one_line(text: object, limit: int = _MAX_DETAIL) -> str:
+    """``text`` with all whitespace runs folded to one space, cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _describe(exc: BaseException) -> str:
+    """``TypeName: message`` on one line, for wrapping low-level exceptions."""
+    text = _one_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _http_error_kind(exc: BaseException) -> str | None:
+    """``"timeout"`` / ``"transport"`` for the SDK's HTTP library errors (httpx or httpx2), else None."""
+    for cls in type(exc).__mro__:
+        if cls.__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "httpcore2"):
+            continue
+        if cls.__name__ == "TimeoutException":
+            return "timeout"
+        if cls.__name__ == "TransportError":
+            return "transport"
+    return None
+
+
+def _load_sdk() -> ModuleType:
+    """The ``openai`` module, or a :class:`ProviderConfigError` saying how to install it."""
+    try:
+        import openai
+    except ImportError:
+        raise ProviderConfigError(_MISSING_SDK) from None
+    return openai
+
+
+def is_official(base_url: str) -> bool:
+    """Whether ``base_url`` is the OpenAI API itself (not a local or third-party server)."""
+    host = urlsplit(base_url).hostname or ""
+    return host.lower() in _OFFICIAL_HOSTS
+
+
+def _error_detail(body: object) -> tuple[str | None, str | None]:
+    """``(code or type, message)`` from an error body: ``{"error": {...}}``, ``{...}`` or a string."""
+    if isinstance(body, dict) and "error" in body:
+        body = body["error"]
+    if isinstance(body, dict):
+        kind = body.get("code") or body.get("type")  # code is the specific one: "invalid_api_key"
+        message = body.get("message")
+        return (
+            str(kind) if isinstance(kind, str | int) and kind != "" else None,
+            message if isinstance(message, str) else None,
+        )
+    if isinstance(body, str) and body.strip():
+        return None, body
+    return None, None
+
+
+class OpenAIProvider:
+    """An OpenAI-compatible Chat Completions endpoint through the official ``openai`` SDK (streamed).
+
+    The base URL comes from ``base_url`` or ``OPENAI_BASE_URL`` (default: the OpenAI API), the
+    key from ``api_key`` or ``OPENAI_API_KEY``; both are read when the first request is made.
+    A server other than the OpenAI API may need no key: then a placeholder is sent. The model
+    must be given for such servers (there is no common default); for the OpenAI API it defaults
+    to :data:`DEFAULT_MODEL`. Construction never fails: :meth:`complete` raises
+    :class:`~nbrefine.ProviderConfigError` for a missing SDK, model or key.
+
+    ``timeout`` bounds the wait for a connection and for each piece of the reply (not the whole
+    reply); ``max_retries`` is the SDK's own retrying of 408/409/429/5xx answers and connection
+    failures.
+    """
+
+    name: str = "openai"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        self._model_arg = (model or "").strip()
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client: openai.OpenAI | None = None
+        self._lock = threading.Lock()
+        self.model: str = self._model_arg or (DEFAULT_MODEL if is_official(self.base_url) else "")
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- configuration -----------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The API base URL requests go (or will go) to, e.g. ``http://localhost:11434/v1``."""
+        if self._client is not None:
+            return str(self._client.base_url).rstrip("/")
+        url = self._base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL
+        return url.rstrip("/")
+
+    @property
+    def _where(self) -> str:
+        """How messages name the service: "OpenAI", or "the server at <url>"."""
+        base_url = self.base_url
+        return f"OpenAI ({base_url})" if is_official(base_url) else f"the server at {base_url}"
+
+    def _get_client(self) -> openai.OpenAI:
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            sdk = _load_sdk()
+            base_url = self.base_url
+            official = is_official(base_url)
+            if not self.model:
+                if not official:
+                    raise ProviderConfigError(
+                        f"no model set for the OpenAI-compatible server at {base_url}: choose one with "
+                        "--model NAME or %config Refine.model = 'NAME' (a model the server serves)"
+                    )
+                self.model = DEFAULT_MODEL
+            api_key = self._api_key or os.environ.get(API_KEY_ENV, "").strip()
+            if not api_key:
+                if official:
+                    raise ProviderConfigError(
+                        f"no OpenAI API key: set the {API_KEY_ENV} environment variable (or set "
+                        f"{BASE_URL_ENV} to a local server, or choose another provider with "
+                        "%config Refine.provider = ...)"
+                    )
+                api_key = NO_KEY_PLACEHOLDER
+            try:
+                client: openai.OpenAI = sdk.OpenAI(
+                    api_key=api_key,
+                    base_url=base_url,
+                    timeout=self.timeout,
+                    max_retries=self.max_retries,
+                )
+            except Exception as exc:
+                raise ProviderConfigError(
+                    f"could not set up the openai client for {base_url}: {_describe(exc)}"
+                ) from exc
+            self._client = client
+            return client
+
+    def close(self) -> None:
+        """Close the SDK client's connections (a later :meth:`complete` opens new ones)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    # -- the call ----------------------------------------------------------------------------
+
+    def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
+        """Stream the reply to ``request``, passing each text piece to ``on_text``.
+
+        Exceptions raised by ``on_text`` itself propagate unchanged.
+        """
+        client = self._get_client()
+        sdk = _load_sdk()
+        # The OpenAI API deprecated max_tokens (newer models reject it); servers that imitate
+        # the API do not all know max_completion_tokens yet, but all know max_tokens.
+        limit_key = "max_completion_tokens" if is_official(self.base_url) else "max_tokens"
+        kwargs: dict[str, Any] = {limit_key: request.max_tokens}
+        try:
+            stream = client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": request.system},
+                    {"role": "user", "content": request.user},
+                ],
+                stream=True,
+                stream_options={"include_usage": True},
+                **kwargs,
+            )
+        except Exception as exc:
+            self._raise_translated(sdk, exc, received=None)
+
+        received = 0  # characters of text streamed so far
+        parts: list[str] = []
+        finish_reason: str | None = None
+        model: str | None = None
+        reply_id: str | None = None
+        input_tokens = output_tokens = 0
+        usage_seen = False
+        try:
+            chunks = iter(stream)
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    self._raise_translated(sdk, exc, received=received)
+                model = chunk.model or model
+                reply_id = chunk.id or reply_id
+                usage = chunk.usage
+                if usage is not None:
+                    usage_seen = True
+                    input_tokens = int(usage.prompt_tokens or 0)
+                    output_tokens = int(usage.completion_tokens or 0)
+                for choice in chunk.choices or ():
+                    if choice.index != 0:
+                        continue
+                    if choice.finish_reason is not None:
+                        finish_reason = str(choice.finish_reason)
+                    piece = choice.delta.content if choice.delta is not None else None
+                    if piece:
+                        parts.append(piece)
+                        received += len(piece)
+                        if on_text is not None:
+                            on_text(piece)  # outside the translation: the caller's own errors pass through
+        finally:
+            # closing a broken connection can fail too: nothing useful to report then
+            with contextlib.suppress(Exception):
+                stream.close()
+
+        if finish_reason is None:
+            raise ProviderReplyError(
+                f"the reply stream from {self._where} ended without a finish_reason "
+                f"(after {received} characters of text)"
+            )
+        extra: dict[str, object] = {"id": reply_id, "usage_reported": usage_seen}
+        request_id = stream.response.headers.get("x-request-id")
+        if request_id:
+            extra["request_id"] = request_id
+        return ProviderReply(
+            text="".join(parts),
+            model=str(model or self.model),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            stop_reason=finish_reason,
+            extra=extra,
+        )
+
+    # -- error translation ---------------------------------------------------------------------
+
+    @staticmethod
+    def _retried(exc: BaseException) -> str:
+        """`` after N retries`` when the SDK retried: it stamps each attempt's retry count on the request."""
+        try:
+            n = int(exc.request.headers.get("x-stainless-retry-count", "0"))  # type: ignore[attr-defined]
+        except (AttributeError, RuntimeError, TypeError, ValueError):
+            return ""
+        return f" after {n} {'retry' if n == 1 else 'retries'}" if n > 0 else ""
+
+    def _raise_translated(self, sdk: ModuleType, exc: Exception, *, received: int | None) -> NoReturn:
+        """Raise the nbrefine error for ``exc`` (``received`` is None before the stream began)."""
+        raise self._translate(sdk, exc, received=received) from exc
+
+    def _translate(self, sdk: ModuleType, exc: Exception, *, received: int | None) -> ProviderError:
+        where = self._where
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, sdk.APIStatusError):
+            return self._translate_status(sdk, exc)
+        if isinstance(exc, sdk.APITimeoutError):  # before APIConnectionError: a subclass
+            if received is not None:
+                return ProviderTimeoutError(
+                    f"{where} took longer than {self.timeout:g} s for the rest of the reply "
+                    f"(after {received} characters of text)"
+                )
+            return ProviderTimeoutError(
+                f"{where} did not answer within {self.timeout:g} s{self._retried(exc)}"
+            )
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__
+            why = _describe(cause) if cause is not None else _one_line(getattr(exc, "message", exc))
+            if received is not None:
+                return ProviderReplyError(
+                    f"the reply stream from {where} was cut off after {received} characters of text ({why})"
+                )
+            return ProviderUnavailableError(
+                f"the connection to {self.base_url} failed{self._retried(exc)}: {why}"
+            )
+        if isinstance(exc, sdk.APIResponseValidationError):
+            return ProviderReplyError(
+                f"{where} sent a reply that does not fit the API schema: {_describe(exc)}"
+            )
+        if isinstance(exc, sdk.APIError):  # an error object sent in the middle of the stream
+            return self._translate_stream_error(exc)
+
+        kind = _http_error_kind(exc)
+        if kind == "timeout":
+            what = "for the rest of the reply" if received is not None else "to answer"
+            return ProviderTimeoutError(f"{where} took longer than {self.timeout:g} s {what}")
+        if kind == "transport" and received is not None:
+            return ProviderReplyError(
+                f"the reply stream from {where} was cut off after {received} characters of text "
+                f"({_describe(exc)})"
+            )
+        if kind == "transport":
+            return ProviderUnavailableError(f"could not reach {self.base_url}: {_describe(exc)}")
+        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+            return ProviderReplyError(f"{where} sent a malformed reply ({_describe(exc)})")
+        if isinstance(exc, sdk.OpenAIError):
+            return ProviderError(f"the openai SDK failed: {_describe(exc)}")
+        # Anything else raised inside the SDK while reading the reply means the reply was not
+        # what the API sends.
+        return ProviderReplyError(f"could not read the reply from {where} ({_describe(exc)})")
+
+    def _translate_stream_error(self, exc: Any) -> ProviderError:
+        kind, message = _error_detail(getattr(exc, "body", None))
+        what = f"{kind or 'error'}: {_one_line(message or getattr(exc, 'message', '') or exc)}"
+        msg = f"{self._where} reported an error in the middle of the reply ({what})"
+        low = (kind or "").lower()
+        if "rate_limit" in low or "insufficient_quota" in low:
+            return ProviderRateLimitError(msg)
+        if "overloaded" in low or low in ("server_error", "api_error", "internal_error"):
+            return ProviderOverloadedError(msg)
+        if "auth" in low or "permission" in low:
+            return ProviderAuthError(msg)
+        return ProviderError(msg)
+
+    def _translate_status(self, sdk: ModuleType, exc: Any) -> ProviderError:
+        where = self._where
+        status = int(exc.status_code)
+        kind, api_message = _error_detail(exc.body)
+        detail = f"HTTP {status}"
+        if kind or api_message:
+            detail += f" {kind or 'error'}: {_one_line(api_message or '')}".rstrip(": ")
+        if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
+            if status == 401:
+                hint = (
+                    f"; check {API_KEY_ENV}"
+                    if is_official(self.base_url)
+                    else f"; check {API_KEY_ENV} (the key this server expects)"
+                )
+                return ProviderAuthError(f"{where} rejected the credentials ({detail}){hint}")
+            return ProviderAuthError(f"{where} refused the request ({detail})")
+        if isinstance(exc, sdk.RateLimitError):
+            retry_after = exc.response.headers.get("retry-after")
+            hint = f"; the server asks to retry after {retry_after} s" if retry_after else ""
+            return ProviderRateLimitError(
+                f"{where} is rate limiting requests ({detail}){self._retried(exc)}{hint}"
+            )
+        if isinstance(exc, sdk.InternalServerError) or status >= 500:
+            return ProviderOverloadedError(
+                f"{where} had a server error ({detail}){self._retried(exc)}; try again shortly"
+            )
+        if isinstance(exc, sdk.NotFoundError):
+            return ProviderConfigError(
+                f"{where} answered {detail}; check the model name {self.model!r} "
+                f"(--model / %config Refine.model) and the base URL {self.base_url}"
+            )
+        return ProviderError(f"{where} returned an error ({detail})")
