@@ -90,6 +90,11 @@ class Refine(Configurable):
     allow_solution = Bool(False, help="Graduated mode: may the step after the last hint show the fix?").tag(
         config=True
     )
+    candidates = Int(
+        1,
+        help="Best-of-N: candidates asked for per round (in parallel where the provider allows); "
+        "all are trial-run and the passing one with the smallest change is kept (1 to 8).",
+    ).tag(config=True)
     response_cache = Bool(
         True,
         help="Reuse the model's reply to an identical request (same cell, error, state, model) "

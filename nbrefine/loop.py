@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import io
 import re
 import time
 import tokenize
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._errors import ProviderError
 from .context import Redactor
 from .limits import TrialPolicy
-from .prompt import RepairTask, build_request, parse_reply
+from .prompt import ParsedReply, RepairTask, build_request, parse_reply
 from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
 from .sandbox import TrialOutcome, TrialSpec
 
@@ -39,6 +41,7 @@ class LoopConfig:
     #: Called with this run's attempts before each new one; a reason (one line) stops the loop
     #: with status "budget".
     budget: Callable[[list[Attempt]], str | None] | None = None
+    candidates: int = 1  # best-of-N: candidates asked for per round (in parallel)
 
 
 @dataclass
@@ -55,6 +58,13 @@ class Attempt:
     regression: bool = False
     cycle: bool = False
     provider_s: float = 0.0
+    extra_replies: list[ProviderReply] = field(default_factory=list)  # best-of-N: the other replies
+    alternatives: list[tuple[str, TrialOutcome]] = field(default_factory=list)  # and their trials
+
+    @property
+    def replies(self) -> list[ProviderReply]:
+        """Every reply this attempt paid for."""
+        return ([self.reply] if self.reply else []) + self.extra_replies
 
     @property
     def ok(self) -> bool:
@@ -97,11 +107,20 @@ class LoopResult:
 
     @property
     def input_tokens(self) -> int:
-        return sum(a.reply.input_tokens for a in self.attempts if a.reply)
+        return sum(r.input_tokens for a in self.attempts for r in a.replies)
 
     @property
     def output_tokens(self) -> int:
-        return sum(a.reply.output_tokens for a in self.attempts if a.reply)
+        return sum(r.output_tokens for a in self.attempts for r in a.replies)
+
+
+def _diff_size(old: str, new: str) -> int:
+    """How many lines a candidate changes (best-of-N prefers the smallest change)."""
+    return sum(
+        1
+        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="")
+        if line[:1] in "+-"
+    )
 
 
 def normalize_code(code: str) -> str:
@@ -197,13 +216,16 @@ class _Loop:
         )
         started = time.monotonic()
         try:
-            attempt.reply = self.provider.complete(request, self._on_text)
+            replies = self._ask(request)
         except ProviderError as err:
             attempt.note = f"provider error: {err}"
             return self._result("error", "provider_error", str(err))
         finally:
             attempt.provider_s = time.monotonic() - started
+        attempt.reply, attempt.extra_replies = replies[0], replies[1:]
         self.emit("reply", {"attempt": number, "chars": len(attempt.reply.text)})
+        if len(replies) > 1:
+            return self._best_of(attempt, replies)
         if attempt.reply.stop_reason == DECLINED:
             attempt.note = f"declined: {attempt.reply.text.strip()}"
             return self._result("unfixed", "declined", attempt.reply.text.strip())
@@ -221,18 +243,53 @@ class _Loop:
         self.seen_code[normalize_code(parsed.code)] = number
         return self._judge(attempt, parsed.code)
 
-    def _on_text(self, piece: str) -> None:
-        if self.should_stop():
-            raise KeyboardInterrupt  # ends the stream; the loop reports "interrupted"
-        self.emit("text", {"text": piece})
+    def _ask(self, request: ProviderRequest) -> list[ProviderReply]:
+        """One reply, or ``config.candidates`` replies asked for in parallel (the first streams)."""
+        count = max(self.config.candidates, 1)
+        if count == 1:
+            return [self.provider.complete(request, self._on_text)]
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            futures = [pool.submit(self.provider.complete, request, self._on_text if i == 0 else None)
+                       for i in range(count)]  # fmt: skip
+            return [future.result() for future in futures]
 
-    def _judge(self, attempt: Attempt, code: str) -> LoopResult | None:
+    def _best_of(self, attempt: Attempt, replies: list[ProviderReply]) -> LoopResult | None:
+        """Trial every new candidate; keep the passing one with the smallest diff, else the best."""
+        parsed = [parse_reply(r.text) for r in replies if r.stop_reason != DECLINED]
+        if not parsed:
+            attempt.note = f"declined: {replies[0].text.strip()}"
+            return self._result("unfixed", "declined", replies[0].text.strip())
+        fresh: dict[str, ParsedReply] = {}
+        for candidate in parsed:
+            if candidate.code is not None and normalize_code(candidate.code) not in self.seen_code:
+                fresh.setdefault(normalize_code(candidate.code), candidate)
+        if not fresh:
+            with_code = [c for c in parsed if c.code is not None]
+            attempt.code = with_code[0].code if with_code else None
+            attempt.cycle = bool(with_code)
+            attempt.note = (
+                "every candidate repeated earlier code" if with_code else "no code in any candidate"
+            )
+            return self._result("unfixed", "cycle", f"Stopped: {attempt.note}.") if with_code else None
+        tried = [(c, self._trial(attempt, c.code or "")) for c in fresh.values()]
+        for key in fresh:
+            self.seen_code[key] = attempt.number
+        passing = [pair for pair in tried if pair[1].ok]
+        chosen = (
+            min(passing, key=lambda pair: _diff_size(self.task.code, pair[0].code or ""))
+            if passing
+            else max(tried, key=lambda pair: pair[1].progress())
+        )
+        attempt.code, attempt.explanation = chosen[0].code, chosen[0].explanation
+        attempt.alternatives = [(c.code or "", o) for c, o in tried if c is not chosen[0]]
+        return self._judge_outcome(attempt, chosen[1])
+
+    def _trial(self, attempt: Attempt, code: str) -> TrialOutcome:
         spec = TrialSpec(
             code=code, checks=self.task.checks, timeout_s=self.config.timeout_s, policy=self.config.policy
         )
         self.emit("trial_start", {"attempt": attempt.number})
         outcome = self.runner.run(spec)
-        attempt.outcome = outcome
         self.emit(
             "trial_done",
             {
@@ -242,6 +299,18 @@ class _Loop:
                 "start_latency_s": outcome.start_latency_s,
             },
         )
+        return outcome
+
+    def _on_text(self, piece: str) -> None:
+        if self.should_stop():
+            raise KeyboardInterrupt  # ends the stream; the loop reports "interrupted"
+        self.emit("text", {"text": piece})
+
+    def _judge(self, attempt: Attempt, code: str) -> LoopResult | None:
+        return self._judge_outcome(attempt, self._trial(attempt, code))
+
+    def _judge_outcome(self, attempt: Attempt, outcome: TrialOutcome) -> LoopResult | None:
+        attempt.outcome = outcome
         if outcome.ok:
             return self._result("fixed", "passed", f"Fixed at attempt {attempt.number}.", attempt)
         if outcome.status == "sandbox_error":

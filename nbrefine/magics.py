@@ -87,6 +87,7 @@ def _cell_parser() -> _Parser:
     parser.add_argument("-t", "--test", action="append", default=[], dest="checks")
     parser.add_argument("--no-snapshot", action="store_true", dest="no_snapshot")
     parser.add_argument("--no-cache", action="store_true", dest="no_cache")
+    parser.add_argument("--candidates", type=int)
     for opt_in in ("network", "subprocess", "writes"):
         parser.add_argument(f"--allow-{opt_in}", action="store_true", dest=f"allow_{opt_in}")
     return parser
@@ -105,6 +106,7 @@ class _Run:
     policy: TrialPolicy
     teaching: TeachingPolicy
     cache: bool = True
+    candidates: int = 1
 
 
 def _names_used(code: str) -> list[str]:
@@ -212,6 +214,7 @@ class RefineMagics(Magics):
             snapshot=conf.snapshot and not opts.no_snapshot,
             teaching=self._teaching_policy(opts.mode, opts.max_hints),
             cache=conf.response_cache and not opts.no_cache,
+            candidates=opts.candidates if opts.candidates is not None else conf.candidates,
             policy=TrialPolicy(
                 memory_mb=conf.memory_limit_mb,
                 allow_network=conf.allow_network or opts.allow_network,
@@ -219,6 +222,8 @@ class RefineMagics(Magics):
                 allow_writes=conf.allow_writes or opts.allow_writes,
             ),
         )
+        if not 1 <= run.candidates <= 8:
+            raise UsageError("%%refine: --candidates must be between 1 and 8")
         if run.max_attempts < 1:
             raise UsageError("%%refine: --max-attempts must be at least 1")
         if not run.timeout > 0:
@@ -538,6 +543,7 @@ class RefineMagics(Magics):
                 max_tokens=self.settings.max_tokens,
                 prompt_budget=self.settings.prompt_budget,
                 budget=self._budget(session),
+                candidates=run.candidates,
             ),
             free=snapshot.close if snapshot is not None else (lambda: None),
             fallback=lambda: _TransformingRunner(
@@ -629,8 +635,8 @@ class RefineMagics(Magics):
         prices = dict(conf.prices)
 
         def check(this_run: list[Attempt]) -> str | None:
-            spent_now = total((a.reply for a in this_run if a.reply), prices)
-            session_spent = total((a.reply for a in session.attempts if a.reply), prices) + spent_now
+            spent_now = total((r for a in this_run for r in a.replies), prices)
+            session_spent = total((r for a in session.attempts for r in a.replies), prices) + spent_now
             kernel_spent = kernel_usage() + spent_now
             for scope, spent, tokens, usd in (
                 ("session", session_spent, conf.budget_tokens, conf.budget_usd),

@@ -166,7 +166,7 @@ class RefineSession:
         self.provider = self._provider.name
         counted = len(self.attempts)
         self.finish(result)
-        add_to_kernel(total((a.reply for a in result.attempts[counted:] if a.reply), job.prices))
+        add_to_kernel(total((r for a in result.attempts[counted:] for r in a.replies), job.prices))
         if job.on_finish is not None:
             job.on_finish(self)
 
@@ -284,7 +284,7 @@ class RefineSession:
     def usage(self) -> Usage:
         """Tokens (incl. prompt-cache reads and writes) and estimated cost of this session."""
         prices = self.job.prices if self.job else {}
-        return total((a.reply for a in self.attempts if a.reply), prices)
+        return total((r for a in self.attempts for r in a.replies), prices)
 
     @property
     def tokens(self) -> tuple[int, int]:

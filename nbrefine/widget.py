@@ -251,6 +251,10 @@ class ReviewPanel:
                     previous = attempt.code
             if attempt.explanation:
                 body += f"<div><i>{html.escape(attempt.explanation)}</i></div>"
+            for number, (code, trial) in enumerate(attempt.alternatives, start=1):
+                verdict = "also passed" if trial.ok else trial.one_line()
+                body += f"<div>alternative {number} (not chosen): {html.escape(verdict)}</div>"
+                body += diff_html(self.session.original_code.rstrip(), code)
             children.append(widgets.HTML(body))
             mark = "✔" if attempt.ok else "✘"
             titles.append(f"{mark} attempt {attempt.number}: {outcome}"[:120])

@@ -127,3 +127,21 @@ def test_normalize_ignores_comments_and_whitespace_only():
     assert normalize_code("x=1  # a\n\n") == normalize_code("x = 1")
     assert normalize_code("x = 1") != normalize_code("x = 2")
     assert normalize_code("x = (") == normalize_code("x  =  (  # broken")
+
+
+def test_best_of_n_trials_every_candidate_and_keeps_the_smallest_passing_change():
+    namespace = {"items": [3, 4]}
+    task, runner = make("total = sum(itemz)", namespace)
+    replies = [
+        block("total = sum(items) + 0\nextra = 1\nassert total == 7"),  # passes, bigger change
+        block("total = sum(items)"),  # passes, smallest change
+        block("total = sum(items) * 2\nassert total == 7"),  # fails
+    ]
+    result, provider = run(task, runner, replies, candidates=3)
+    assert result.status == "fixed" and len(result.attempts) == 1
+    attempt = result.attempts[0]
+    assert attempt.code == "total = sum(items)"
+    assert len(attempt.replies) == 3 and len(provider.requests) == 3
+    verdicts = sorted(outcome.status for _, outcome in attempt.alternatives)
+    assert verdicts == ["failed", "passed"]
+    assert result.input_tokens == sum(r.input_tokens for r in attempt.replies)
