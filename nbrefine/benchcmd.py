@@ -271,6 +271,11 @@ def _kernel_disarm() -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def _squash(text: str) -> str:
+    """Code compared for identity, whatever IPython did to its whitespace."""
+    return " ".join(text.split())
+
+
 def _kernel_session() -> dict[str, Any] | None:
     import nbrefine
 
@@ -498,7 +503,7 @@ class Bench:
                 session = kernel.value(f"{_HELPERS}._kernel_session()", 0)
             except (RuntimeError, ValueError):
                 session = None
-            if not session or session.get("original_code", "").strip() != code.strip():
+            if not session or _squash(session.get("original_code", "")) != _squash(code):
                 result.status = "error"
                 result.error_type = run.ename or None
                 result.message = f"no %%refine session: {run.ename}: {_one_line(run.evalue)}"
