@@ -32,6 +32,9 @@ from nbrefine._errors import (
     ProviderTimeoutError,
     ProviderUnavailableError,
 )
+from nbrefine.providers._text import describe as _describe
+from nbrefine.providers._text import http_error_kind as _http_error_kind
+from nbrefine.providers._text import one_line as _one_line
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -44,36 +47,6 @@ DEFAULT_MODEL = "claude-sonnet-5-5"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-
-_MAX_DETAIL = 200
-
-
-def _one_line(text: object, limit: int = _MAX_DETAIL) -> str:
-    """``text`` with all whitespace runs folded to one space, cut to ``limit`` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _describe(exc: BaseException) -> str:
-    """``TypeName: message`` on one line, for wrapping low-level exceptions."""
-    text = _one_line(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _http_error_kind(exc: BaseException) -> str | None:
-    """``"timeout"`` / ``"transport"`` for the SDK's HTTP library errors (httpx or httpx2), else None.
-
-    Matched by class name along the MRO so this module does not import the HTTP library the
-    installed SDK happens to use.
-    """
-    for cls in type(exc).__mro__:
-        if cls.__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "httpcore2"):
-            continue
-        if cls.__name__ == "TimeoutException":
-            return "timeout"
-        if cls.__name__ == "TransportError":
-            return "transport"
-    return None
 
 
 def _error_detail(exc: anthropic.APIStatusError) -> tuple[str | None, str | None]:

@@ -36,6 +36,9 @@ from nbrefine._errors import (
     ProviderTimeoutError,
     ProviderUnavailableError,
 )
+from nbrefine.providers._text import describe as _describe
+from nbrefine.providers._text import http_error_kind as _http_error_kind
+from nbrefine.providers._text import one_line as _one_line
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -61,32 +64,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY_PLACEHOLDER = "not-needed"
 
 _OFFICIAL_HOSTS = frozenset({"api.openai.com"})
-_MAX_DETAIL = 200
 _MISSING_SDK = "the openai provider needs the openai package: pip install 'nbrefine[openai]'"
-
-
-def _one_line(text: object, limit: int = _MAX_DETAIL) -> str:
-    """``text`` with all whitespace runs folded to one space, cut to ``limit`` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _describe(exc: BaseException) -> str:
-    """``TypeName: message`` on one line, for wrapping low-level exceptions."""
-    text = _one_line(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _http_error_kind(exc: BaseException) -> str | None:
-    """``"timeout"`` / ``"transport"`` for the SDK's HTTP library errors (httpx or httpx2), else None."""
-    for cls in type(exc).__mro__:
-        if cls.__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "httpcore2"):
-            continue
-        if cls.__name__ == "TimeoutException":
-            return "timeout"
-        if cls.__name__ == "TransportError":
-            return "transport"
-    return None
 
 
 def _load_sdk() -> ModuleType:

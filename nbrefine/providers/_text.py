@@ -1,0 +1,35 @@
+"""Helpers the SDK-backed providers share to turn any exception into one readable line."""
+
+from __future__ import annotations
+
+__all__ = ["describe", "http_error_kind", "one_line"]
+
+MAX_DETAIL = 200
+
+
+def one_line(text: object, limit: int = MAX_DETAIL) -> str:
+    """``text`` with all whitespace runs folded to one space, cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def describe(exc: BaseException) -> str:
+    """``TypeName: message`` on one line, for wrapping low-level exceptions."""
+    text = one_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def http_error_kind(exc: BaseException) -> str | None:
+    """``"timeout"`` / ``"transport"`` for the SDKs' HTTP library errors (httpx or httpx2), else None.
+
+    Matched by class name along the MRO so that no provider imports the HTTP library the
+    installed SDK happens to use.
+    """
+    for cls in type(exc).__mro__:
+        if cls.__module__.split(".")[0] not in ("httpx", "httpx2", "httpcore", "httpcore2"):
+            continue
+        if cls.__name__ == "TimeoutException":
+            return "timeout"
+        if cls.__name__ == "TransportError":
+            return "transport"
+    return None
