@@ -629,7 +629,7 @@ def test_the_teaching_notebooks_are_valid_and_tagged():
 
 @pytest.mark.parametrize("name", ["exercise-sheet.ipynb", "data-walkthrough.ipynb"])
 def test_the_teaching_notebooks_run_top_to_bottom_offline(name: str, tmp_path: Path, monkeypatch):
-    """What CI does with nbclient, without an API key. Skipped until the magic has ``policy``."""
+    """What CI does with nbclient, without an API key."""
     nbclient = pytest.importorskip("nbclient")
     for var in ("ANTHROPIC_API_KEY", "NBREFINE_PROVIDER", "NBREFINE_MODEL"):
         monkeypatch.delenv(var, raising=False)
@@ -637,12 +637,7 @@ def test_the_teaching_notebooks_run_top_to_bottom_offline(name: str, tmp_path: P
     client = nbclient.NotebookClient(
         notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
-    try:
-        client.execute()
-    except nbclient.exceptions.CellExecutionError as err:
-        if "unknown command 'policy" in str(err):
-            pytest.skip("%refine policy is not wired into the magic yet")
-        raise
+    client.execute()  # cells expected to fail carry the raises-exception tag
     errors = [
         cell
         for cell in notebook.cells
