@@ -28,7 +28,6 @@ import contextlib
 import hashlib
 import json
 import os
-import queue
 import re
 import resource
 import secrets
@@ -48,6 +47,7 @@ from jupyter_client.manager import start_new_kernel
 sys.path.insert(0, str(Path(__file__).parent))
 from adversarial_cases import CASES, Case
 from fake_anthropic import FakeAnthropic
+from kernel_io import children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -177,27 +177,6 @@ def block(code: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- processes
 
 
-def read_proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, ppid) of a process from /proc, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    fields = data.rsplit(")", 1)[1].split()
-    return fields[0], int(fields[1])
-
-
-def children_of(ppid: int) -> dict[int, str]:
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = read_proc_stat(int(entry))
-            if stat is not None and stat[1] == ppid:
-                found[int(entry)] = stat[0]
-    return found
-
-
 def marked_processes() -> dict[int, str]:
     """Processes whose environment carries this run's marker (the kernel and its descendants)."""
     needle = f"NBREFINE_ADV_RUN={RUN_MARK}".encode()
@@ -217,60 +196,6 @@ def marked_processes() -> dict[int, str]:
 
 
 # --------------------------------------------------------------------------- the kernel
-
-
-def collect(kc: Any, msg_id: str, timeout: float, alive: Any = None) -> dict[str, Any]:
-    """The iopub output of one execute request until the kernel goes idle, and its reply.
-
-    Raises TimeoutError at the deadline, or at once when ``alive()`` says the kernel died."""
-    deadline = time.monotonic() + timeout
-    out: dict[str, Any] = {"stdout": "", "stderr": "", "results": [], "displays": [], "errors": []}
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"no idle status within {timeout} s; output so far: {out}")
-        try:
-            msg = kc.get_iopub_msg(timeout=min(remaining, 0.5))
-        except queue.Empty:
-            if alive is not None and not alive():
-                raise TimeoutError(f"the kernel died; output so far: {out}") from None
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            out.setdefault("foreign", []).append(msg["msg_type"])
-            continue
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "stream":
-            out[content["name"]] += content["text"]
-        elif kind == "execute_result":
-            out["results"].append(content["data"].get("text/plain", ""))
-        elif kind == "display_data":
-            out["displays"].append(content["data"].get("text/plain", ""))
-        elif kind == "error":
-            out["errors"].append((content["ename"], content["evalue"]))
-        elif kind == "status" and content["execution_state"] == "idle":
-            break
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"no execute_reply within {timeout} s")
-        try:
-            reply = kc.get_shell_msg(timeout=remaining)
-        except queue.Empty:
-            continue
-        if reply["parent_header"].get("msg_id") == msg_id:
-            break
-    out["status"] = reply["content"]["status"]
-    out["ename"] = reply["content"].get("ename")
-    out["text"] = "\n".join(
-        [
-            out["stdout"],
-            out["stderr"],
-            *out["results"],
-            *out["displays"],
-            *(f"{e}: {v}" for e, v in out["errors"]),
-        ]
-    )
-    return out
 
 
 class Kernel:

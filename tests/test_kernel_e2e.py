@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import secrets
 import string
@@ -29,6 +28,7 @@ from jupyter_client.manager import start_new_kernel
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic
+from kernel_io import children_of, collect, execute, read_proc_stat
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -84,83 +84,6 @@ def prompt_of(request: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- the kernel
-
-
-def collect(kc: Any, msg_id: str, timeout: float = 60.0) -> dict[str, Any]:
-    """The iopub output of one execute request until the kernel goes idle, and its reply status."""
-    deadline = time.monotonic() + timeout
-    out: dict[str, Any] = {"stdout": "", "stderr": "", "results": [], "displays": [], "errors": []}
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"no idle status within {timeout} s; output so far: {out}")
-        try:
-            msg = kc.get_iopub_msg(timeout=remaining)
-        except queue.Empty:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "stream":
-            out[content["name"]] += content["text"]
-        elif kind == "execute_result":
-            out["results"].append(content["data"].get("text/plain", ""))
-        elif kind == "display_data":
-            out["displays"].append(content["data"].get("text/plain", ""))
-        elif kind == "error":
-            out["errors"].append((content["ename"], content["evalue"]))
-        elif kind == "status" and content["execution_state"] == "idle":
-            break
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"no execute_reply within {timeout} s")
-        try:
-            reply = kc.get_shell_msg(timeout=remaining)
-        except queue.Empty:
-            continue
-        if reply["parent_header"].get("msg_id") == msg_id:
-            break
-    out["status"] = reply["content"]["status"]
-    out["ename"] = reply["content"].get("ename")
-    out["evalue"] = reply["content"].get("evalue")
-    out["text"] = "\n".join(
-        [
-            out["stdout"],
-            out["stderr"],
-            *out["results"],
-            *out["displays"],
-            *(f"{e}: {v}" for e, v in out["errors"]),
-        ]
-    )
-    return out
-
-
-def execute(kc: Any, code: str, timeout: float = 60.0) -> dict[str, Any]:
-    """Run ``code`` in the kernel; see :func:`collect` for what comes back."""
-    return collect(kc, kc.execute(code), timeout)
-
-
-def read_proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, ppid) of a process from /proc, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    fields = data.rsplit(")", 1)[1].split()  # the command name may hold spaces and parentheses
-    return fields[0], int(fields[1])
-
-
-def children_of(ppid: int) -> dict[int, str]:
-    """pid -> state of every process whose parent is ``ppid`` (zombies included)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = read_proc_stat(int(entry))
-            if stat is not None and stat[1] == ppid:
-                found[int(entry)] = stat[0]
-    return found
 
 
 def running(pid: int) -> bool:
