@@ -187,6 +187,8 @@ class RefineSession:
             except Exception as err:  # never lose a failure silently in a thread
                 self.finish_without_loop("error", f"{type(err).__name__}: {err}")
             finally:
+                if last_session() is not self:
+                    self.release()  # a newer session took over while this one ran
                 if on_done is not None:
                     on_done()
 
