@@ -3,10 +3,16 @@ end-to-end and adversarial suites."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import queue
 import time
 from typing import Any
+
+from jupyter_client.manager import start_new_kernel
+
+JSON_MARK = "@@KERNEL-JSON@@ "
 
 
 def collect(kc: Any, msg_id: str, timeout: float = 60.0, alive: Any = None) -> dict[str, Any]:
@@ -89,3 +95,57 @@ def children_of(ppid: int) -> dict[int, str]:
             if stat is not None and stat[1] == ppid:
                 found[int(entry)] = stat[0]
     return found
+
+
+class RealKernel:
+    """A real ipykernel started with ``env``; restarted by :meth:`ensure_healthy` when broken."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.broken = False
+        self.restarts = 0
+        self.km: Any = None
+        self.kc: Any = None
+        self.pid = 0
+        self.start()
+
+    def start(self) -> None:
+        self.km, self.kc = start_new_kernel(kernel_name="python3", env=self.env, startup_timeout=60)
+        self.broken = False
+        self.pid = int(self.value("__import__('os').getpid()"))
+
+    def shutdown(self) -> None:
+        if self.kc is not None:
+            self.kc.stop_channels()
+        if self.km is not None:
+            with contextlib.suppress(Exception):
+                self.km.shutdown_kernel(now=True)
+        self.km = self.kc = None
+
+    def ensure_healthy(self) -> None:
+        if not self.broken and self.km.is_alive():
+            try:
+                if self.run("1+1", timeout=10)["results"] == ["2"]:
+                    return
+            except TimeoutError:
+                pass
+        self.shutdown()
+        self.restarts += 1
+        self.start()
+
+    def run(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
+        try:
+            return collect(self.kc, self.kc.execute(code), timeout, alive=self.km.is_alive)
+        except TimeoutError:
+            self.broken = True
+            raise
+
+    def ok(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
+        out = self.run(code, timeout)
+        assert out["status"] == "ok", f"{code[:200]!r} failed in the kernel: {out['errors']}\n{out['text']}"
+        return out
+
+    def value(self, expr: str, timeout: float = 60.0) -> Any:
+        out = self.ok(f"print({JSON_MARK!r} + __import__('json').dumps({expr}))", timeout)
+        line = next(ln for ln in out["stdout"].splitlines() if ln.startswith(JSON_MARK))
+        return json.loads(line[len(JSON_MARK) :])

@@ -42,18 +42,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
 sys.path.insert(0, str(Path(__file__).parent))
 from adversarial_cases import CASES, Case
 from fake_anthropic import FakeAnthropic
-from kernel_io import children_of, collect, read_proc_stat
+from kernel_io import RealKernel, children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(120)
 
 SERVICE_TOKEN = "svc-" + secrets.token_hex(16)  # in the kernel's environment as MY_SERVICE_TOKEN
 RUN_MARK = "adv-" + secrets.token_hex(8)  # in the kernel's environment as NBREFINE_ADV_RUN
-JSON_MARK = "@@ADV-JSON@@ "
 LEAK = "ADV-LEAK"
 TRIGGER = 'raise ValueError("trigger")'
 OUTPUT_CAP = 1_000_000  # nbrefine.sandbox._OUTPUT_CAP
@@ -198,56 +196,7 @@ def marked_processes() -> dict[int, str]:
 # --------------------------------------------------------------------------- the kernel
 
 
-class Kernel:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.broken = False
-        self.restarts = 0
-        self.km: Any = None
-        self.kc: Any = None
-        self.pid = 0
-        self.start()
-
-    def start(self) -> None:
-        self.km, self.kc = start_new_kernel(kernel_name="python3", env=self.env, startup_timeout=60)
-        self.broken = False
-        self.pid = int(self.value("__import__('os').getpid()"))
-
-    def shutdown(self) -> None:
-        if self.kc is not None:
-            self.kc.stop_channels()
-        if self.km is not None:
-            with contextlib.suppress(Exception):
-                self.km.shutdown_kernel(now=True)
-        self.km = self.kc = None
-
-    def ensure_healthy(self) -> None:
-        if not self.broken and self.km.is_alive():
-            try:
-                if self.run("1+1", timeout=10)["results"] == ["2"]:
-                    return
-            except TimeoutError:
-                pass
-        self.shutdown()
-        self.restarts += 1
-        self.start()
-
-    def run(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
-        try:
-            return collect(self.kc, self.kc.execute(code), timeout, alive=self.km.is_alive)
-        except TimeoutError:
-            self.broken = True
-            raise
-
-    def ok(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
-        out = self.run(code, timeout)
-        assert out["status"] == "ok", f"{code[:200]!r} failed in the kernel: {out['errors']}\n{out['text']}"
-        return out
-
-    def value(self, expr: str, timeout: float = 60.0) -> Any:
-        out = self.ok(f"print({JSON_MARK!r} + __import__('json').dumps({expr}))", timeout)
-        line = next(ln for ln in out["stdout"].splitlines() if ln.startswith(JSON_MARK))
-        return json.loads(line[len(JSON_MARK) :])
+Kernel = RealKernel
 
 
 # --------------------------------------------------------------------------- the world

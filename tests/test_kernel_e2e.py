@@ -24,17 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic
-from kernel_io import children_of, collect, execute, read_proc_stat
+from kernel_io import RealKernel, children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(90)
 
 SERVICE_TOKEN = "svc-" + secrets.token_hex(16)  # in the kernel's environment as MY_SERVICE_TOKEN
 DUMMY_KEY = "sk-e2e-dummy-key"
-JSON_MARK = "@@E2E-JSON@@ "
 
 # Put back before every test: an empty namespace and the settings these tests assume.
 SETUP = """\
@@ -91,57 +89,8 @@ def running(pid: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X")
 
 
-class Kernel:
+class Kernel(RealKernel):
     """A real ipykernel with the fake as its Anthropic endpoint."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.broken = False
-        self.km: Any = None
-        self.kc: Any = None
-        self.pid = 0
-        self.start()
-
-    def start(self) -> None:
-        self.km, self.kc = start_new_kernel(kernel_name="python3", env=self.env, startup_timeout=60)
-        self.broken = False
-        self.pid = int(self.value("__import__('os').getpid()"))
-
-    def shutdown(self) -> None:
-        if self.kc is not None:
-            self.kc.stop_channels()
-        if self.km is not None:
-            self.km.shutdown_kernel(now=True)
-        self.km = self.kc = None
-
-    def ensure_healthy(self) -> None:
-        if not self.broken and self.km.is_alive():
-            try:
-                if execute(self.kc, "1+1", timeout=10)["results"] == ["2"]:
-                    return
-            except TimeoutError:
-                pass
-        self.shutdown()
-        self.start()
-
-    def run(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
-        try:
-            return execute(self.kc, code, timeout)
-        except TimeoutError:
-            self.broken = True
-            raise
-
-    def ok(self, code: str, timeout: float = 60.0) -> dict[str, Any]:
-        """Run code that must succeed."""
-        out = self.run(code, timeout)
-        assert out["status"] == "ok", f"{code!r} failed in the kernel: {out['errors']}\n{out['text']}"
-        return out
-
-    def value(self, expr: str) -> Any:
-        """The JSON value of ``expr`` evaluated in the kernel (binds no user name)."""
-        out = self.ok(f"print({JSON_MARK!r} + __import__('json').dumps({expr}))")
-        line = next(ln for ln in out["stdout"].splitlines() if ln.startswith(JSON_MARK))
-        return json.loads(line[len(JSON_MARK) :])
 
     def session(self) -> dict[str, Any]:
         return self.value(SESSION_EXPR)
