@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["describe", "http_error_kind", "one_line"]
+import json
+
+from .._errors import ProviderError, ProviderReplyError, ProviderTimeoutError, ProviderUnavailableError
+
+__all__ = ["describe", "http_error_kind", "one_line", "reading_error"]
 
 MAX_DETAIL = 200
 
@@ -32,4 +36,25 @@ def http_error_kind(exc: BaseException) -> str | None:
             return "timeout"
         if cls.__name__ == "TransportError":
             return "transport"
+    return None
+
+
+def reading_error(
+    exc: BaseException, *, who: str, base_url: str, timeout: float, received: int | None
+) -> ProviderError | None:
+    """The error for a failure of the HTTP layer or of the reply's encoding, the same for every
+    SDK-backed provider; None when ``exc`` is none of those. ``received``: characters of text
+    streamed before it happened (None: before the reply started)."""
+    kind = http_error_kind(exc)
+    if kind == "timeout":
+        what = "for the rest of the reply" if received is not None else "to answer"
+        return ProviderTimeoutError(f"{who} took longer than {timeout:g} s {what}")
+    if kind == "transport" and received is not None:
+        return ProviderReplyError(
+            f"the reply stream from {who} was cut off after {received} characters of text ({describe(exc)})"
+        )
+    if kind == "transport":
+        return ProviderUnavailableError(f"could not reach {who} at {base_url}: {describe(exc)}")
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return ProviderReplyError(f"{who} sent a malformed reply ({describe(exc)})")
     return None

@@ -15,7 +15,6 @@ is kept as ``__cause__`` for debugging. Things the SDK (2.x) does that this modu
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -33,8 +32,8 @@ from nbrefine._errors import (
     ProviderUnavailableError,
 )
 from nbrefine.providers._text import describe as _describe
-from nbrefine.providers._text import http_error_kind as _http_error_kind
 from nbrefine.providers._text import one_line as _one_line
+from nbrefine.providers._text import reading_error
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -236,19 +235,11 @@ class AnthropicProvider:
                 f"Anthropic sent a reply that does not fit the API schema: {_describe(exc)}"
             )
 
-        kind = _http_error_kind(exc)
-        if kind == "timeout":
-            where = "for the rest of the reply" if received is not None else "to answer"
-            return ProviderTimeoutError(f"Anthropic took longer than {self.timeout:g} s {where}")
-        if kind == "transport" and received is not None:
-            return ProviderReplyError(
-                f"the Anthropic reply stream was cut off after {received} characters of text "
-                f"({_describe(exc)})"
-            )
-        if kind == "transport":
-            return ProviderUnavailableError(f"could not reach Anthropic at {self.base_url}: {_describe(exc)}")
-        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
-            return ProviderReplyError(f"Anthropic sent a malformed reply ({_describe(exc)})")
+        failed = reading_error(
+            exc, who="Anthropic", base_url=self.base_url, timeout=self.timeout, received=received
+        )
+        if failed is not None:
+            return failed
         if isinstance(exc, anthropic.AnthropicError):
             return ProviderError(f"the Anthropic SDK failed: {_describe(exc)}")
         # Anything else raised inside the SDK while reading the reply (bad event order, a

@@ -19,7 +19,6 @@ kept as ``__cause__``. Things the SDK does that this module guards:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from types import ModuleType
@@ -37,8 +36,8 @@ from nbrefine._errors import (
     ProviderUnavailableError,
 )
 from nbrefine.providers._text import describe as _describe
-from nbrefine.providers._text import http_error_kind as _http_error_kind
 from nbrefine.providers._text import one_line as _one_line
+from nbrefine.providers._text import reading_error
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -328,19 +327,11 @@ class OpenAIProvider:
         if isinstance(exc, sdk.APIError):  # an error object sent in the middle of the stream
             return self._translate_stream_error(exc)
 
-        kind = _http_error_kind(exc)
-        if kind == "timeout":
-            what = "for the rest of the reply" if received is not None else "to answer"
-            return ProviderTimeoutError(f"{where} took longer than {self.timeout:g} s {what}")
-        if kind == "transport" and received is not None:
-            return ProviderReplyError(
-                f"the reply stream from {where} was cut off after {received} characters of text "
-                f"({_describe(exc)})"
-            )
-        if kind == "transport":
-            return ProviderUnavailableError(f"could not reach {self.base_url}: {_describe(exc)}")
-        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
-            return ProviderReplyError(f"{where} sent a malformed reply ({_describe(exc)})")
+        failed = reading_error(
+            exc, who=where, base_url=self.base_url, timeout=self.timeout, received=received
+        )
+        if failed is not None:
+            return failed
         if isinstance(exc, sdk.OpenAIError):
             return ProviderError(f"the openai SDK failed: {_describe(exc)}")
         # Anything else raised inside the SDK while reading the reply means the reply was not
