@@ -99,6 +99,9 @@ class TrialOutcome:
     detail: str = ""
     started_at: float = 0.0
     layers: tuple[str, ...] = ()  # sandbox hardening layers that were active
+    #: why a ``passed`` cannot be trusted as verified ("" when nothing was seen), e.g. a check
+    #: whose operands are of a class the candidate itself defined
+    suspect: str = ""
 
     @property
     def ok(self) -> bool:
