@@ -95,8 +95,10 @@ class OfflineProvider:
 
     def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
         context = request.context
-        if context is None or context.failure is None:
+        if context is None:
             return _declined("the offline provider needs the failure context")
+        if context.failure is None:
+            return _declined(_no_error(request.user))
         try:
             reply = self._complete(context)
         except Exception:  # never let a quick-fix bug escape into the loop
@@ -153,6 +155,40 @@ class OfflineProvider:
 
 def _declined(reason: str) -> ProviderReply:
     return ProviderReply(text=" ".join(reason.split()), model=_MODEL, stop_reason=DECLINED)
+
+
+#: How the latest candidate's outcome reads in the request (see ``TrialOutcome.render``).
+_OUTCOME = re.compile(r"^## What happened when attempt (\d+) ran\nOutcome: (\w+)(?: \((.*)\))?$", re.M)
+_OUTCOME_WORDS = {
+    "timeout": "timed out",
+    "cpu_limit": "hit the CPU time limit",
+    "memory_limit": "hit the memory limit",
+    "output_limit": "printed more than the output limit",
+    "refused": "did something the sandbox refuses",
+    "crashed": "crashed",
+    "exited": "exited",
+    "interrupted": "was interrupted",
+    "sandbox_error": "could not be run by the sandbox",
+    "passed": "passed",
+}
+
+
+def _no_error(user: str) -> str:
+    """Why there is nothing to repair when the code under repair did not fail with an error:
+    the latest candidate's outcome (a timeout, a limit), read from the request."""
+    found = list(_OUTCOME.finditer(user))
+    if not found:
+        return (
+            "no quick fix: the code to repair did not fail with an error (no exception or failed "
+            "assert to work from), and the offline tier repairs only errors"
+        )
+    number, status, detail = found[-1].groups()
+    what = _OUTCOME_WORDS.get(status, status.replace("_", " "))
+    detail = f" ({detail})" if detail else ""
+    return (
+        f"no quick fix: the candidate of attempt {number} {what}{detail}, so there is no error to "
+        "repair (the offline tier repairs only errors: a model is needed to go on)"
+    )
 
 
 def _failure_key(failure: Any) -> str:
@@ -230,6 +266,38 @@ class _CannotEval(Exception):
 # --------------------------------------------------------------------------------------
 
 _MAGIC = re.compile(r"^[ \t]*[%!]")
+#: A timing magic and its options, followed by Python code: ``%timeit -n 10 f(x)``, ``%time
+#: y = f(x)``, or the setup statement on the first line of a ``%%timeit`` cell.
+_TIMING = re.compile(
+    r"^[ \t]*(?:%timeit|%time|%%timeit)"
+    r"(?:[ \t]+-[nrp][ \t]*\d+|[ \t]+-[tcqo](?=[ \t])|[ \t]+-v[ \t]*\w+)*"  # timeit's options
+    r"[ \t]+(?=\S)"
+)
+#: How IPython runs a magic line or cell (the failing line of a failure inside one).
+_RUN_MAGIC = re.compile(r"^\s*get_ipython\(\)\.run_(line|cell)_magic\(\s*'(\w+)'")
+
+
+def _mask_line(line: str) -> str:
+    """A magic line as Python with the same length and columns: a timing magic's code stays
+    (``%timeit f(x)`` -> ``pass;   f(x)``) so that typos in it can be fixed; any other magic or
+    shell line becomes ``pass``."""
+    if not _MAGIC.match(line):
+        return line
+    indent = line[: len(line) - len(line.lstrip())]
+    timing = _TIMING.match(line)
+    if timing is not None and timing.end() - len(indent) >= len("pass;"):
+        code = line[timing.end() :]
+        try:
+            body = ast.parse(code).body
+        except (SyntaxError, ValueError):
+            body = []
+        if body and not any(hasattr(node, "body") for node in body):  # simple statements only
+            return indent + "pass;".ljust(timing.end() - len(indent)) + code
+    return indent + "pass"
+
+
+def _is_timing_line(line: str) -> bool:
+    return _TIMING.match(line) is not None or line.strip() in ("%timeit", "%time", "%%timeit", "%%time")
 
 
 class _Source:
@@ -243,10 +311,7 @@ class _Source:
         for line in self.lines:
             self.starts.append(pos)
             pos += len(line) + 1
-        self.masked = "\n".join(
-            (line[: len(line) - len(line.lstrip())] + "pass") if _MAGIC.match(line) else line
-            for line in self.lines
-        )
+        self.masked = "\n".join(_mask_line(line) for line in self.lines)
         self._tree: ast.Module | None = None
         self._parsed = False
         self._parents: dict[ast.AST, ast.AST] | None = None
@@ -421,12 +486,26 @@ class _State:
         self.message = failure.message.strip()
         self.src = src
         self.namespace: Mapping[str, Any] = context.namespace
+        #: lines the failure may be on when it happened inside a timing magic (else None)
+        self.region: tuple[int, int] | None = None
         self.lineno = self._locate(failure.lineno, failure.line)
         self.value_types = {v.name: v.type_name for v in failure.values}
         self._local_names: set[str] | None = None
 
     def _locate(self, lineno: int | None, line: str) -> int | None:
-        """The failing line in ``code``: the reported one, or the unique line with its text."""
+        """The failing line in ``code``: the reported one, or the unique line with its text.
+
+        A failure inside ``%timeit``/``%time`` is reported on the line IPython made of the
+        magic (``get_ipython().run_line_magic(...)``): the magic's line, or for a cell magic
+        the whole cell, is where it happened."""
+        magic = _RUN_MAGIC.match(line)
+        if magic is not None and magic.group(2) in ("time", "timeit"):
+            if magic.group(1) == "cell" and _is_timing_line(self.src.line(1)):
+                self.region = (1, len(self.src.lines))
+                return 1
+            if lineno is not None and _is_timing_line(self.src.line(lineno)):
+                self.region = (lineno, lineno)
+                return lineno
         if lineno is not None and (not line.strip() or self.src.line(lineno).strip() == line.strip()):
             return lineno if 0 < lineno <= len(self.src.lines) else None
         if line.strip():
@@ -449,6 +528,10 @@ class _State:
         found: list[ast.stmt] = []
         for node in ast.walk(tree):
             if not isinstance(node, ast.stmt):
+                continue
+            if self.region is not None:
+                if self.region[0] <= node.lineno <= self.region[1]:
+                    found.append(node)
                 continue
             end = node.end_lineno or node.lineno
             body = getattr(node, "body", None)
@@ -857,11 +940,31 @@ def _close_matches(
     """Close spellings of ``word`` in ``pool``, best first; never loose guesses.
 
     Equal ignoring case (and, with ``normalize``, surrounding space and ``_``/`` ``/``-``) comes
-    first; then a small edit distance with a difflib ratio of at least 0.7. Spellings that
-    differ only in digits (``df2``/``df``) are not close: they name different things. With
-    ``prefix``, a single candidate that extends ``word`` by whole words (``salary`` ->
-    ``salary_usd``) comes last."""
+    first; then a small edit distance with a difflib ratio of at least 0.7 (a swap of two
+    neighbouring letters needs no ratio: ``ptl`` -> ``plt``). Spellings that differ only in
+    digits (``df2``/``df``) are not close: they name different things. When nothing is that
+    close, one spelling two edits away is offered if it is the only one (``sqroot`` ->
+    ``sqrt``; two such spellings tie and none is offered). With ``prefix``, a single candidate
+    that extends ``word`` by whole words (``salary`` -> ``salary_usd``) comes last."""
+    scored = _scored_matches(word, pool, normalize=normalize, prefix=prefix)
+    found = [candidate for _, _, candidate in scored.close]
+    if not found and len(scored.two_edits) == 1:
+        found = list(scored.two_edits)
+    if len(scored.extended) == 1 and scored.extended[0] not in found:
+        found.append(scored.extended[0])
+    return found[:limit]
 
+
+@dataclass
+class _Scored:
+    close: list[tuple[int, float, str]]  # (edits, -ratio, candidate), best first; edits 0: same ignoring case
+    two_edits: list[str]  # two edits away where the word allows only one
+    extended: list[str]  # ``word`` extended by whole words
+
+
+def _scored_matches(
+    word: str, pool: Iterable[str], *, normalize: bool = False, prefix: bool = False
+) -> _Scored:
     def norm(text: str) -> str:
         text = text.lower()
         return _SEPARATORS.sub("_", text.strip()) if normalize else text
@@ -870,8 +973,11 @@ def _close_matches(
     digits = _DIGITS.sub("", word)
     exact: list[str] = []
     scored: list[tuple[int, float, str]] = []
+    two_edits: list[str] = []
     extended: list[str] = []
     max_edits = max(1, len(target) // 4)
+    # Two edits in a word of five letters or more are still a typo, never in a shorter one.
+    reach = max(max_edits, 2) if len(target) >= 5 else max_edits
     matcher = difflib.SequenceMatcher(None)
     matcher.set_seq2(target)
     for candidate in dict.fromkeys(pool):
@@ -883,25 +989,34 @@ def _close_matches(
             continue
         if prefix and len(target) >= 3 and (normed.startswith(target + "_") or normed.endswith("_" + target)):
             extended.append(candidate)
-        if abs(len(normed) - len(target)) > max_edits:
+        if abs(len(normed) - len(target)) > reach:
             continue
         matcher.set_seq1(normed)
         if matcher.real_quick_ratio() < _CUTOFF or matcher.quick_ratio() < _CUTOFF:
             continue
         if _DIGITS.sub("", candidate) == digits:
             continue
-        edits = _distance(target, normed, max_edits)
-        if edits > max_edits:
+        edits = _distance(target, normed, reach)
+        if edits > reach:
             continue
         ratio = matcher.ratio()
-        if ratio >= _CUTOFF:
+        if ratio < _CUTOFF and not (edits == 1 and len(target) >= 3 and _is_swap(target, normed)):
+            continue
+        if edits <= max_edits:
             scored.append((edits, -ratio, candidate))
+        else:
+            two_edits.append(candidate)
     exact.sort(key=lambda c: (c.strip() != c, c.lower() != c.lower().strip(), c))
     scored.sort()
-    found = exact + [c for _, _, c in scored]
-    if len(extended) == 1 and extended[0] not in found:
-        found.append(extended[0])
-    return found[:limit]
+    return _Scored([(0, -1.0, c) for c in exact] + scored, two_edits, extended)
+
+
+def _is_swap(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with two neighbouring characters swapped."""
+    if len(a) != len(b):
+        return False
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
 
 
 # --------------------------------------------------------------------------------------
@@ -1058,6 +1173,57 @@ _SPELLINGS = {"true": "True", "false": "False", "none": "None", "null": "None", 
 #: Aliases whose module members may be used unqualified (``DataFrame`` -> ``pd.DataFrame``).
 _MEMBER_ALIASES = ("pd", "np", "plt", "sns", "math")
 
+#: A deleted ``from module import name``: the names one well-known module clearly provides,
+#: by module (curated by hand). Names that several common modules provide as plain names
+#: (``mean``: statistics and numpy; ``join``; ``bisect``) or that are common variable names
+#: (``e``, ``digits``, ``mode``) are left out: no import is guessed for them. A function or
+#: class must be called, subscripted, used as a decorator or in an annotation; a constant may
+#: be used anyhow; a module must be used as ``name.x``.
+_FROM_IMPORT_TABLE: dict[str, str] = {
+    "itertools": "count cycle repeat accumulate islice zip_longest starmap takewhile dropwhile groupby "
+    "compress tee pairwise combinations_with_replacement filterfalse",
+    "math": "cos sin tan acos asin atan atan2 cosh sinh tanh sqrt isqrt exp log log2 log10 floor ceil "
+    "factorial gcd lcm hypot radians degrees isclose comb perm fsum trunc copysign fabs pi tau inf nan",
+    "collections": "ChainMap",
+    "functools": "wraps cache cached_property total_ordering singledispatch cmp_to_key",
+    "operator": "itemgetter attrgetter methodcaller",
+    "copy": "deepcopy",
+    "random": "randint randrange shuffle uniform gauss choice choices sample",
+    "statistics": "stdev pstdev variance pvariance median_low median_high",
+    "time": "sleep perf_counter monotonic",
+    "datetime": "timezone",
+    "string": "ascii_lowercase ascii_uppercase ascii_letters punctuation",
+    "os": "listdir getcwd makedirs",
+    "os.path": "basename dirname splitext isfile isdir exists",
+    "glob": "glob",
+    "heapq": "heappush heappop heapify heappushpop nlargest nsmallest",
+    "bisect": "bisect_left bisect_right insort",
+    "textwrap": "dedent",
+    "dataclasses": "asdict astuple",
+    "typing": "List Dict Tuple Set FrozenSet Union Callable Iterable Iterator Sequence Mapping Generator "
+    "TypeVar NamedTuple Literal",
+    "scipy": "interpolate integrate optimize signal special spatial ndimage sparse",
+    "sklearn.model_selection": "train_test_split cross_val_score GridSearchCV KFold",
+    "sklearn.linear_model": "LinearRegression LogisticRegression Ridge Lasso",
+    "sklearn.preprocessing": "StandardScaler MinMaxScaler OneHotEncoder LabelEncoder",
+    "sklearn.cluster": "KMeans",
+    "sklearn.decomposition": "PCA",
+    "sklearn.ensemble": "RandomForestClassifier RandomForestRegressor",
+    "sklearn.tree": "DecisionTreeClassifier",
+    "sklearn.metrics": "accuracy_score mean_squared_error r2_score confusion_matrix f1_score",
+}
+FROM_IMPORTS: dict[str, str] = {
+    name: module for module, names in _FROM_IMPORT_TABLE.items() for name in names.split()
+}
+#: Names of ``FROM_IMPORTS`` that are values, not functions or classes.
+_IMPORTED_CONSTANTS = frozenset(
+    {"pi", "tau", "inf", "nan", "ascii_lowercase", "ascii_uppercase", "ascii_letters", "punctuation"}
+)
+#: Names of ``FROM_IMPORTS`` that are modules (``from scipy import interpolate``).
+_IMPORTED_MODULES = frozenset(_FROM_IMPORT_TABLE["scipy"].split())
+#: The constants spelt as keywords; misspelt (``Flase``), they are names.
+_KEYWORD_CONSTANTS = ("True", "False", "None")
+
 
 def _fix_name(state: _State) -> tuple[list[Fix], str]:
     match = re.match(r"(?:global )?name '(\w+)' is not defined", state.message)
@@ -1078,6 +1244,11 @@ def _fix_name(state: _State) -> tuple[list[Fix], str]:
         )
     if known is not None and usage and _importable(known[0]):
         fixes.append(_insert_import(src, known[1], f"`{wrong}` is not defined: it needs `{known[1]}`."))
+    elif known is None and wrong in FROM_IMPORTS and _imported_usage(tree, wrong):
+        module = FROM_IMPORTS[wrong]
+        if _importable(module.split(".")[0]):
+            line = f"from {module} import {wrong}"
+            fixes.append(_insert_import(src, line, f"`{wrong}` is not defined: it needs `{line}`."))
     if (
         used_as_module
         and wrong in sys.stdlib_module_names
@@ -1124,12 +1295,16 @@ def _fix_name(state: _State) -> tuple[list[Fix], str]:
         replacements.append(
             (f"{members[0]}.{wrong}", f"`{wrong}` is not defined on its own: it is `{members[0]}.{wrong}`.")
         )
-    pool = _name_pool(state, tree, wrong)
+    scope = _scope_names(src, nodes) | state.local_names()
+    pool = _name_pool(state, tree, wrong) + sorted(scope)
+    if all(isinstance(node.ctx, ast.Load) for node in nodes):
+        pool += _KEYWORD_CONSTANTS
     close = _close_matches(wrong, pool)
     if not close and len(wrong) >= 2:
         # A short name inside a function: one local one keystroke away is the only candidate.
-        near = [n for n in state.local_names() if n != wrong and _distance(wrong, n, 1) == 1 and len(n) >= 2]
+        near = [n for n in scope if n != wrong and _distance(wrong, n, 1) == 1 and len(n) >= 2]
         close = near if len(near) == 1 else []
+    close = _by_scope(wrong, close, scope, set(state.namespace) | _bound_names(tree))
     for name in close:
         replacements.append((name, f"`{wrong}` is not defined; the closest defined name is `{name}`."))
     for new, why in replacements:
@@ -1193,12 +1368,101 @@ def _name_pool(state: _State, tree: ast.Module, wrong: str) -> list[str]:
     return [name for name in dict.fromkeys(names) if name != wrong and not keyword.iskeyword(name)]
 
 
+def _scope_names(src: _Source, nodes: Sequence[ast.AST]) -> set[str]:
+    """Names bound in the comprehensions, lambdas and functions around ``nodes``."""
+    names: set[str] = set()
+    parents = src.parents
+    for node in nodes:
+        parent = parents.get(node)
+        while parent is not None:
+            if isinstance(parent, _SCOPES) and not isinstance(parent, ast.ClassDef):
+                names |= _bound_names(parent)
+            parent = parents.get(parent)
+    return names
+
+
+def _by_scope(wrong: str, close: list[str], scope: set[str], user: set[str]) -> list[str]:
+    """``close`` with the names in scope where the error happened first among equals.
+
+    A name of the user's (in scope, in the cell or in the namespace) and a builtin equally
+    close is a guess either way (``vall``: the comprehension's ``val`` or ``all``?): decline."""
+    if not close:
+        return close
+    distance = {name: _distance(wrong.lower(), name.lower(), 3) for name in close}
+    best = min(distance.values())
+    tied = [name for name in close if distance[name] == best]
+    mine = [name for name in tied if name in scope or name in user]
+    builtin = [name for name in tied if name not in mine and hasattr(builtins, name)]
+    if mine and builtin:
+        where = "a name in scope where the error happened" if mine[0] in scope else "a name of yours"
+        raise _NoFix(
+            f"no quick fix for NameError: `{wrong}` is as close to `{mine[0]}` ({where}) as to the builtin "
+            f"`{builtin[0]}`; not guessing between them"
+        )
+    return sorted(close, key=lambda name: (distance[name], name not in scope))
+
+
+def _imported_usage(tree: ast.Module, name: str) -> bool:
+    """Whether ``name`` is used the way a deleted ``from ... import name`` would be used."""
+    if name in _IMPORTED_CONSTANTS:
+        return True
+    if name in _IMPORTED_MODULES:
+        return _used_as(tree, name, ast.Attribute)
+    return (
+        _used_as(tree, name, ast.Call)
+        or _used_as(tree, name, ast.Subscript)
+        or _decorates(tree, name)
+        or _in_annotation(tree, name)
+    )
+
+
+def _in_annotation(tree: ast.Module, name: str) -> bool:
+    annotations: list[ast.expr | None] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            annotations.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+    return any(
+        isinstance(inner, ast.Name) and inner.id == name
+        for annotation in annotations
+        if annotation is not None
+        for inner in ast.walk(annotation)
+    )
+
+
+_FROM_LINE = re.compile(r"from ([\w.]+) import (\w+)")
+
+
 def _insert_import(src: _Source, line: str, explanation: str) -> Fix:
+    """``line`` added to the cell: a ``from m import x`` joins the cell's own one-line
+    ``from m import ...``; otherwise the line goes at the top, after leading comments, magics
+    and ``__future__``."""
+    match = _FROM_LINE.fullmatch(line)
+    tree = src.tree
+    if match is not None and tree is not None:
+        for node in tree.body:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == match.group(1)
+                and not node.level
+                and node.lineno == node.end_lineno
+                and all(alias.name != "*" for alias in node.names)
+            ):
+                _, end = src.span(node)
+                if src.code[end - 1] != ")":
+                    return src.fix([(end, end, f", {match.group(2)}")], explanation)
+    return _insert_line(src, line, explanation)
+
+
+def _insert_line(src: _Source, line: str, explanation: str) -> Fix:
     """Insert ``line`` at the top of the cell: after leading comments, magics, ``__future__``."""
     index = 0
     for index, text in enumerate(src.lines):  # noqa: B007 - the index is used after the loop
         stripped = text.strip()
-        if not stripped or stripped.startswith("#") or _MAGIC.match(text):
+        if not stripped or stripped.startswith("#") or (_MAGIC.match(text) and not _is_timing_line(text)):
             continue
         if stripped.startswith("from __future__"):
             continue
@@ -1253,7 +1517,28 @@ def _type_from_name(type_name: str) -> type | None:
     for candidate in candidates:
         if isinstance(candidate, type):
             return candidate
-    return None
+    return _loaded_class(short)
+
+
+def _loaded_class(name: str) -> type | None:
+    """The one class called ``name`` that a loaded module defines at its top level.
+
+    An object the failing cell made (``fig, ax = plt.subplots()``) is not in the namespace
+    the provider sees, but its library is loaded. Only modules already imported are read
+    (nothing is imported); two different classes of that name are a guess: None."""
+    if not name.isidentifier():
+        return None
+    found: dict[int, type] = {}
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        value = namespace.get(name)
+        if isinstance(value, type) and value.__name__ == name:
+            found[id(value)] = value
+            if len(found) > 1:
+                return None
+    return next(iter(found.values()), None)
 
 
 def _fix_attribute(state: _State) -> tuple[list[Fix], str]:
@@ -1303,6 +1588,8 @@ def _fix_attribute(state: _State) -> tuple[list[Fix], str]:
     ]
     private = attr.startswith("_")
     names = {n for n in _names_of(target) if private or not n.startswith("_")}
+    if isinstance(target, types.ModuleType):
+        names |= _lazy_names(target)
     type_name = (target.cls if isinstance(target, _TypeOnly) else type(target)).__name__
     if isinstance(target, types.ModuleType):
         type_name = target.__name__
@@ -1346,6 +1633,30 @@ def _fix_attribute(state: _State) -> tuple[list[Fix], str]:
         if edits:
             fixes.append(src.fix(edits, why))
     return fixes, f"no quick fix for AttributeError: `{type_name}` has no attribute close to `{attr}`"
+
+
+def _lazy_names(module: types.ModuleType) -> set[str]:
+    """Public names a module gives on first use rather than at import: its ``__all__``, and
+    for a package with a module ``__getattr__`` (numpy's ``np.random``) its submodules, listed
+    from its folder without importing them."""
+    found: set[str] = set()
+    exported = module.__dict__.get("__all__")
+    if isinstance(exported, (list, tuple)):
+        found |= {name for name in exported if isinstance(name, str) and not name.startswith("_")}
+    path = module.__dict__.get("__path__")
+    if (
+        callable(module.__dict__.get("__getattr__"))
+        and isinstance(path, Iterable)
+        and not isinstance(path, str)
+    ):
+        with contextlib.suppress(Exception):
+            locations = [entry for entry in list(path)[:8] if isinstance(entry, str)]
+            found |= {
+                info.name
+                for info in pkgutil.iter_modules(locations)
+                if not info.name.startswith("_") and info.name not in ("tests", "testing", "conftest")
+            }
+    return found
 
 
 def _has_attr(value: Any, attr: str) -> bool:
@@ -1462,29 +1773,112 @@ def _is_inside(parents: dict[ast.AST, ast.AST], node: ast.AST, ancestor: ast.AST
 
 
 def _pool_for(state: _State, container: ast.expr, kind: str) -> tuple[list[str] | None, str]:
-    value = state.try_evaluate(container)
-    if value is _MISSING and isinstance(container, (ast.Call, ast.Attribute, ast.Subscript)):
-        root = _root_name(container)
-        value = state.try_evaluate(root) if root is not None else _MISSING
+    """The keys (or columns, or row labels) ``container`` has, and what to call them.
+
+    What the failing frame held comes first: the failure's summary of the container (an
+    object the cell itself made or rebound is only there). The namespace value fills in keys a
+    long summary left out, unless the cell rebinds the name (then it is an older object)."""
+    root = container if isinstance(container, ast.Name) else _root_name(container)
+    stale = root is not None and _rebound(state, root.id)
+    value = _MISSING if stale else state.try_evaluate(container)
+    if value is _MISSING and root is not None and root is not container and not stale:
+        value = state.try_evaluate(root)
         if value is not _MISSING and not _is_dataframe(value):
             value = _MISSING
-        elif root is not None:
+        else:
             container = root
-    if value is _MISSING:
-        return None, ""
+    seen, seen_label = _keys_seen(state, container)
+    if seen is None and root is not None and root is not container:
+        seen, seen_label = _keys_seen(state, root)
+        seen = seen if seen_label == "column" else None
     if kind == "index":
         index = getattr(value, "index", None) if _is_dataframe(value) else None
         keys = _keys_of(index) if index is not None else None
         return keys, "row label"
-    keys = _keys_of(value)
-    if keys is None:
+    keys = _keys_of(value) if value is not _MISSING else None
+    made = _keys_set_in_cell(state, container)
+    if keys is None and seen is None and not made:
         return None, ""
-    label = "column" if _is_dataframe(value) else "key"
-    return keys + _keys_set_in_cell(state, container), label
+    label = ("column" if _is_dataframe(value) else "key") if keys is not None else seen_label or "key"
+    return (seen or []) + (keys or []) + made, label
+
+
+def _rebound(state: _State, name: str) -> bool:
+    """Whether the cell binds ``name`` itself (at its top level, or as a local where it failed)."""
+    tree = state.src.tree
+    return name in state.local_names() or (tree is not None and _assigned_plainly(tree, name))
+
+
+#: ``columns: a: int64, b c: datetime64[ns, UTC], … (+3 more)`` in a DataFrame's summary.
+_COLUMN_ENTRY = re.compile(r"(?:^|, )(.+?): ([A-Za-z]\w*(?:\[[^\]]*\])?)(?=, |$)")
+_MAPPING_TYPES = frozenset({"dict", "defaultdict", "OrderedDict", "Counter"})
+
+
+def _keys_seen(state: _State, container: ast.expr) -> tuple[list[str] | None, str]:
+    """String keys of ``container`` read from its summary in the failure (the failing frame's
+    object), and what to call them; (None, "") when the failure has no usable summary."""
+    try:
+        name = ast.unparse(container)
+    except Exception:
+        return None, ""
+    for summary in state.failure.values:
+        if summary.name != name:
+            continue
+        text = summary.text
+        if summary.type_name == "DataFrame":
+            for line in text.splitlines():
+                if line.startswith("columns: "):
+                    body = re.sub(r",? ?… \(\+\d+ more\)$", "", line[len("columns: ") :])
+                    return [match.group(1) for match in _COLUMN_ENTRY.finditer(body)], "column"
+        elif summary.type_name in _MAPPING_TYPES:
+            sample = text.find("keys sample: [")
+            if sample >= 0:
+                return _literal_strings(text[sample + len("keys sample: ") :], ","), "key"
+            brace = text.find("{")
+            if brace >= 0:
+                return _literal_strings(text[brace:], ":"), "key"
+    return None, ""
+
+
+def _literal_strings(text: str, follower: str) -> list[str]:
+    """The string literals directly inside the bracket ``text`` opens, each followed by
+    ``follower`` (``:`` for a dict's keys) or by the closing bracket; a cut-off rest is ignored."""
+    found: list[str] = []
+    depth = 0
+    previous: tokenize.TokenInfo | None = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+                if depth <= 0:
+                    if previous is not None and previous.type == tokenize.STRING and follower == ",":
+                        found.append(previous.string)
+                    break
+            elif (
+                depth == 1
+                and previous is not None
+                and previous.type == tokenize.STRING
+                and token.type == tokenize.OP
+                and token.string == follower
+            ):
+                found.append(previous.string)
+            previous = token
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    keys = []
+    for literal in found:
+        with contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError):
+            value = ast.literal_eval(literal)
+            if isinstance(value, str):
+                keys.append(value)
+    return keys
 
 
 def _keys_set_in_cell(state: _State, container: ast.expr) -> list[str]:
-    """String keys the cell itself adds to ``container`` (``df["new"] = ...``)."""
+    """String keys the cell itself gives ``container``: ``df["new"] = ...``, and the literal
+    keys of ``d = {...}``, ``d = dict(a=...)`` or ``df = pd.DataFrame({...})``."""
     tree = state.src.tree
     if tree is None:
         return []
@@ -1499,7 +1893,28 @@ def _keys_set_in_cell(state: _State, container: ast.expr) -> list[str]:
             and state.src.text(node.value) == text
         ):
             found.append(node.slice.value)
+        elif isinstance(node, ast.Assign) and any(state.src.text(t) == text for t in node.targets):
+            found += _literal_keys(node.value)
     return found
+
+
+_MAKERS = frozenset({"dict", "OrderedDict", "defaultdict", "DataFrame"})
+
+
+def _literal_keys(value: ast.expr) -> list[str]:
+    """The string keys written in a dict display, or in a ``dict``/``DataFrame`` call's first
+    argument or keywords."""
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in _MAKERS:
+            return []
+        keys = [kw.arg for kw in value.keywords if kw.arg is not None] if name != "DataFrame" else []
+        dicts = [arg for arg in value.args[:2] if isinstance(arg, ast.Dict)]
+        return keys + [key for display in dicts for key in _literal_keys(display)]
+    if isinstance(value, ast.Dict):
+        return [k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return []
 
 
 def _fix_key(state: _State) -> tuple[list[Fix], str]:
@@ -2041,11 +2456,7 @@ def _fix_syntax(state: _State) -> tuple[list[Fix], str]:
 
 def _syntax_progress(code: str, before: SyntaxError) -> bool:
     """Whether ``code`` compiles, or fails only on a later line than ``before`` did."""
-    masked = "\n".join(
-        (line[: len(line) - len(line.lstrip())] + "pass") if _MAGIC.match(line) else line
-        for line in code.split("\n")
-    )
-    after = _compile_error(masked)
+    after = _compile_error("\n".join(_mask_line(line) for line in code.split("\n")))
     if after is None:
         return True
     return (after.lineno or 0) > (before.lineno or 0)
