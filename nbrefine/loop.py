@@ -19,11 +19,27 @@ from .limits import TrialPolicy
 from .prompt import ParsedReply, RepairTask, build_request, parse_reply
 from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
 from .sandbox import TrialOutcome, TrialSpec
+from .verify import Gate
 
-__all__ = ["Attempt", "LoopConfig", "LoopResult", "TrialRunner", "normalize_code", "refine"]
+__all__ = [
+    "Attempt",
+    "LoopConfig",
+    "LoopResult",
+    "TrialRunner",
+    "Verifier",
+    "normalize_code",
+    "refine",
+    "verifier_for",
+]
 
 #: ``on_event(kind, payload)``: "request", "text", "reply", "trial_start", "trial_done".
 EventCallback = Callable[[str, dict[str, Any]], None]
+#: ``verify(candidate, outcome)``: why a passed trial does not count as verified ("" when it does).
+Verifier = Callable[[str, TrialOutcome], str]
+
+
+def _plain(code: str) -> str:
+    return code
 
 
 class TrialRunner(Protocol):
@@ -42,6 +58,19 @@ class LoopConfig:
     #: with status "budget".
     budget: Callable[[list[Attempt]], str | None] | None = None
     candidates: int = 1  # best-of-N: candidates asked for per round (in parallel)
+    #: Turns IPython syntax into Python before a candidate is read (the trial runner does the same).
+    transform: Callable[[str], str] = _plain
+    #: What "verified" means for this task; None: :class:`nbrefine.verify.Gate` for the task.
+    verifier: Verifier | None = None
+
+
+def verifier_for(task: RepairTask, config: LoopConfig) -> Verifier:
+    """The verifier the loop (and Accept) use for ``task``."""
+    if config.verifier is not None:
+        return config.verifier
+    return Gate.for_failures(
+        task.code, task.failures, len(task.checks), label=task.label, transform=config.transform
+    )
 
 
 @dataclass
@@ -60,6 +89,9 @@ class Attempt:
     provider_s: float = 0.0
     extra_replies: list[ProviderReply] = field(default_factory=list)  # best-of-N: the other replies
     alternatives: list[tuple[str, TrialOutcome]] = field(default_factory=list)  # and their trials
+    alternative_reasons: list[str] = field(default_factory=list)  # why a passing one is not verified
+    #: why its passed trial does not count as verified ("" when it does or did not pass)
+    changes_checks: str = ""
 
     @property
     def replies(self) -> list[ProviderReply]:
@@ -67,8 +99,14 @@ class Attempt:
         return ([self.reply] if self.reply else []) + self.extra_replies
 
     @property
-    def ok(self) -> bool:
+    def passed(self) -> bool:
+        """Its trial passed (verified or not)."""
         return self.outcome is not None and self.outcome.ok
+
+    @property
+    def ok(self) -> bool:
+        """It is a verified fix: its trial passed and it left the checks alone."""
+        return self.passed and not self.changes_checks
 
     @property
     def error_type(self) -> str | None:
@@ -78,6 +116,8 @@ class Attempt:
 
     @property
     def error_message(self) -> str:
+        if self.changes_checks:
+            return f"changes the checks: {self.changes_checks}"
         return self.outcome.error_message if self.outcome is not None else self.note
 
     @property
@@ -90,20 +130,30 @@ class Attempt:
 
     def summary(self) -> str:
         text = self.outcome.one_line() if self.outcome is not None else self.note
+        if self.changes_checks:
+            text = f"changes the checks: {self.changes_checks} (its trial {text})"
         return text + (f" [{self.note}]" if self.note and self.outcome is not None else "")
 
     def feedback(self) -> str:
-        return self.outcome.render() if self.outcome is not None else self.note
+        text = self.outcome.render() if self.outcome is not None else self.note
+        if self.changes_checks:
+            text += (
+                f"\nNot counted as a fix: it changes the checks ({self.changes_checks}). Keep every "
+                "assert of the cell and every extra check, do not hide errors with try/except, and "
+                "do not touch nbrefine or the trial process."
+            )
+        return text
 
 
 @dataclass
 class LoopResult:
-    status: str  # "fixed" | "unfixed" | "error" | "interrupted"
+    status: str  # "fixed" | "changes_checks" | "unfixed" | "error" | "interrupted" | "budget"
     stop_reason: str  # "passed" | "max_attempts" | "cycle" | "regression" | "provider_error" | ...
     message: str
     attempts: list[Attempt] = field(default_factory=list)
-    fixed_code: str | None = None
+    fixed_code: str | None = None  # the fix; with status "changes_checks", the unverified proposal
     explanation: str = ""
+    unverified: str = ""  # status "changes_checks": why the proposal is not verified
 
     @property
     def input_tokens(self) -> int:
@@ -160,6 +210,7 @@ class _Loop:
         self.task, self.provider, self.runner, self.redactor = task, provider, runner, redactor
         self.config, self.user_note, self.should_stop = config, user_note, should_stop
         self.emit: EventCallback = on_event or (lambda kind, payload: None)
+        self.verify = verifier_for(task, config)
         self.attempts: list[Attempt] = list(history)
         self.first_attempt = len(history) + 1
         self.seen_code = {normalize_code(task.code): 0}
@@ -172,7 +223,7 @@ class _Loop:
             failure = attempt.outcome.first_failure if attempt.outcome else None
             if failure is not None:
                 self.seen_errors.setdefault(failure.signature(), attempt.number)
-            if attempt.outcome is not None and not attempt.regression:
+            if attempt.outcome is not None and not attempt.regression and not attempt.changes_checks:
                 self.best_progress = max(self.best_progress, attempt.outcome.progress())
 
     def run(self) -> LoopResult:
@@ -274,14 +325,18 @@ class _Loop:
         tried = [(c, self._trial(attempt, c.code or "")) for c in fresh.values()]
         for key in fresh:
             self.seen_code[key] = attempt.number
-        passing = [pair for pair in tried if pair[1].ok]
+        why = [self.verify(c.code or "", o) if o.ok else "" for c, o in tried]
+        verified = [pair for pair, reason in zip(tried, why, strict=True) if pair[1].ok and not reason]
+        passing = verified or [pair for pair in tried if pair[1].ok]  # unverified only as a last resort
         chosen = (
             min(passing, key=lambda pair: _diff_size(self.task.code, pair[0].code or ""))
             if passing
             else max(tried, key=lambda pair: pair[1].progress())
         )
         attempt.code, attempt.explanation = chosen[0].code, chosen[0].explanation
-        attempt.alternatives = [(c.code or "", o) for c, o in tried if c is not chosen[0]]
+        others = [(c.code or "", o, r) for (c, o), r in zip(tried, why, strict=True) if c is not chosen[0]]
+        attempt.alternatives = [(code, outcome) for code, outcome, _ in others]
+        attempt.alternative_reasons = [reason for _, _, reason in others]
         return self._judge_outcome(attempt, chosen[1])
 
     def _trial(self, attempt: Attempt, code: str) -> TrialOutcome:
@@ -312,7 +367,10 @@ class _Loop:
     def _judge_outcome(self, attempt: Attempt, outcome: TrialOutcome) -> LoopResult | None:
         attempt.outcome = outcome
         if outcome.ok:
-            return self._result("fixed", "passed", f"Fixed at attempt {attempt.number}.", attempt)
+            attempt.changes_checks = self.verify(attempt.code or "", outcome)
+            if not attempt.changes_checks:
+                return self._result("fixed", "passed", f"Fixed at attempt {attempt.number}.", attempt)
+            return None  # it passed by changing what is checked: keep looking for a verified fix
         if outcome.status == "sandbox_error":
             return self._result("error", "sandbox_error", f"The trial sandbox failed: {outcome.detail}")
         signature = outcome.first_failure.signature() if outcome.first_failure else outcome.status
@@ -351,6 +409,19 @@ class _Loop:
             message += (
                 f" The sandbox refused: {refused[-1]} (see the --allow-network/-subprocess/-writes options)."
             )
+        proposal = next((a for a in reversed(self.attempts) if a.changes_checks), None)
+        if status == "unfixed" and proposal is not None:
+            # Offered only as a labelled, unverified proposal: Accept asks for a second choice.
+            status, fixed = "changes_checks", proposal
+            unverified = (
+                f"attempt {proposal.number} passed its trial but changes the checks "
+                f"({proposal.changes_checks})"
+            )
+            message = (
+                f"No verified fix in {len(self.attempts)} attempt(s): {unverified}."
+                if reason == "max_attempts"
+                else f"No verified fix: {unverified}. {message}"
+            )
         explanation = (
             fixed.explanation
             if fixed
@@ -363,6 +434,7 @@ class _Loop:
             attempts=self.attempts,
             fixed_code=fixed.code if fixed else None,
             explanation=explanation,
+            unverified=fixed.changes_checks if fixed else "",
         )
 
 

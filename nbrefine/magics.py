@@ -32,7 +32,7 @@ from .history import (
     notebook_path,
 )
 from .limits import TrialPolicy
-from .loop import Attempt, LoopConfig
+from .loop import Attempt, LoopConfig, Verifier
 from .prompt import RepairTask
 from .providers import Provider, ProviderSettings, make_provider, resolve_provider_name
 from .providers.cache import CachingProvider
@@ -45,7 +45,7 @@ from .sandbox import (
     call_in_fork,
     run_checks,
 )
-from .session import RefineJob, RefineSession, SessionStateError, last_session
+from .session import RefineJob, RefineSession, SessionStateError, UnverifiedFixError, last_session
 from .spawn import SpawnRunner, fork_unsafe_reason
 from .teaching import (
     MODES,
@@ -55,6 +55,7 @@ from .teaching import (
     apply_policy_line,
     kernel_gate,
 )
+from .verify import Gate
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -491,6 +492,12 @@ class RefineMagics(Magics):
         notes.extend(runner_notes)
         failing_id, failing_source = session.cell_id, session.cell_source
         history, code, first_checks, defines = self._ground(session, cell, error, failing_count, notes)
+        transform = self.ip.transform_cell
+
+        def wrap(inner: Any) -> _TransformingRunner:
+            return _TransformingRunner(_CrossCellRunner(inner, defines) if first_checks else inner, transform)
+
+        verifier = self._cross_cell_verifier(code, cell, failures, defines, run) if first_checks else None
         on_finish = None
         if first_checks:
             # A candidate that defines the failing function is for its cell, and must make the
@@ -534,7 +541,7 @@ class RefineMagics(Magics):
             tutor=tutor,
             provider=provider,
             prices=dict(self.settings.prices),
-            runner=_TransformingRunner(runner, self.ip.transform_cell),
+            runner=wrap(runner),
             redactor=redactor,
             config=LoopConfig(
                 max_attempts=run.max_attempts,
@@ -544,6 +551,8 @@ class RefineMagics(Magics):
                 prompt_budget=self.settings.prompt_budget,
                 budget=self._budget(session),
                 candidates=run.candidates,
+                transform=transform,
+                verifier=verifier,
             ),
             free=snapshot.close if snapshot is not None else (lambda: None),
             fallback=lambda: _TransformingRunner(
@@ -551,7 +560,48 @@ class RefineMagics(Magics):
             ),
             background_ok=isinstance(getattr(runner, "inner", runner), (Snapshot, SpawnRunner)),
             on_finish=on_finish,
+            accept_runner=self._accept_runner(before, after, redactor, wrap),
         )
+
+    def _cross_cell_verifier(
+        self, target: str, cell: str, failures: list[Failure], defines: str, run: _Run
+    ) -> Verifier:
+        """A candidate that defines the failing function is checked against its own cell and must
+        run every check (the failing cell first); any other one against the failing cell."""
+        transform = self.ip.transform_cell
+        for_target = Gate(target, len(run.checks) + 1, transform=transform)
+        for_cell = Gate.for_failures(cell, failures, len(run.checks), transform=transform)
+
+        def verify(candidate: str, outcome: TrialOutcome) -> str:
+            gate = for_target if _defines(candidate, defines) else for_cell
+            return gate(candidate, outcome)
+
+        return verify
+
+    def _accept_runner(
+        self,
+        before: dict[str, Any],
+        after: dict[str, Any],
+        redactor: Redactor,
+        wrap: Callable[[Any], _TransformingRunner],
+    ) -> Callable[[], _TransformingRunner]:
+        """Trials from the live state as Accept will run the fix there: after Accept's own first
+        step, undoing the failed run's rebinds (done in the trial's fork only)."""
+
+        def make() -> _TransformingRunner:
+            if self._spawn_reason() is not None:
+                copy = dict(self.ip.user_ns)
+                _undo_rebinds(copy, before, after)
+                return wrap(SpawnRunner(copy, redactor, SandboxOptions()))
+            live, options = self.ip.user_ns, self._sandbox_options()
+
+            def setup() -> None:
+                options.child_setup()
+                _undo_rebinds(live, before, after)
+
+            return wrap(LiveForkRunner(live, redactor, replace(options, child_setup=setup)))
+
+        return make
 
     def _current_count(self, cell: str) -> int | None:
         """The execution count of the running %%refine cell (IPython has stored it as In[N] and
@@ -665,15 +715,7 @@ class RefineMagics(Magics):
 
     def _apply(self, code: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
         """Accept: undo the failed run's rebinds that nobody changed since, then run the fix."""
-        namespace = self.ip.user_ns
-        for name, value in after.items():
-            if not _is_user_name(name) or before.get(name, _MISSING) is value:
-                continue
-            if namespace.get(name, _MISSING) is value:  # untouched since the failure
-                if name in before:
-                    namespace[name] = before[name]
-                else:
-                    namespace.pop(name, None)
+        _undo_rebinds(self.ip.user_ns, before, after)
         result = self.ip.run_cell(code, store_history=False)
         return bool(result.success)
 
@@ -732,9 +774,11 @@ class RefineMagics(Magics):
             except ValueError as err:
                 raise UsageError(f"%refine {command}: {err} (%refine auto offer turns it on)") from None
             return
-        if command not in ("accept", "reject", "status"):
+        verb, _, option = command.partition(" ")
+        if command not in ("accept", "reject", "status") and (verb, option.strip()) != ("accept", "--anyway"):
             raise UsageError(
-                f"%refine: unknown command {command!r}; use accept, reject, status, fix, hint, auto or policy"
+                f"%refine: unknown command {command!r}; use accept [--anyway], reject, status, fix, hint, "
+                "auto or policy"
             )
         if session is None:
             raise UsageError("%refine: no %%refine session in this kernel yet")
@@ -742,17 +786,42 @@ class RefineMagics(Magics):
             print(session.render_text())
             return
         try:
-            if command == "accept":
-                ok = session.accept()
-                print(
-                    "nbrefine: accepted; the fix ran in the kernel"
-                    + ("" if ok else " and raised (see above)")
-                )
+            if verb == "accept":
+                _accept(session, anyway=bool(option))
             else:
                 session.reject()
                 print("nbrefine: rejected; the kernel state is as the failed run left it")
+        except UnverifiedFixError as err:
+            raise UsageError(
+                f"%refine accept: not applied: {err}. %refine accept --anyway runs it all the same"
+            ) from None
         except SessionStateError as err:
-            raise UsageError(f"%refine {command}: {err}") from None
+            raise UsageError(f"%refine {verb}: {err}") from None
+
+
+def _accept(session: RefineSession, *, anyway: bool) -> None:
+    """``%refine accept [--anyway]``: apply the fix and say how that went, in one line."""
+    why = session.unverified_reason or session.accept_refused
+    ok = session.accept(anyway=anyway)
+    head = "accepted" if not anyway else "applied anyway" + (f", not verified ({why})" if why else "")
+    print(
+        f"nbrefine: {head}; the fix ran in the kernel"
+        + ("" if ok else " and raised (see above)")
+        + (f". Before that: {session.live_check}." if session.live_check else "")
+    )
+
+
+def _undo_rebinds(namespace: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Accept's first step: put back the names the failed run rebound, where nobody rebound them
+    since, so that the state advances as if only the fixed cell had run."""
+    for name, value in after.items():
+        if not _is_user_name(name) or before.get(name, _MISSING) is value:
+            continue
+        if namespace.get(name, _MISSING) is value:  # untouched since the failure
+            if name in before:
+                namespace[name] = before[name]
+            else:
+                namespace.pop(name, None)
 
 
 def _partial_run_note(code: str, statements_done: int) -> str:
@@ -785,6 +854,11 @@ def _stop_message(session: RefineSession) -> str:
         return "nbrefine: the cell failed; a fix passed its trial run: Accept it above, or %refine accept"
     if session.status == "budget":
         return f"nbrefine: the cell failed; {session.message}"
+    if session.status == "changes_checks":
+        return (
+            "nbrefine: the cell failed; no verified fix, only a proposal that changes the checks "
+            "(see above; %refine accept --anyway applies it)"
+        )
     return f"nbrefine: the cell failed and was not fixed ({session.status}): {session.message}"
 
 

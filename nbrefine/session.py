@@ -12,18 +12,26 @@ from ._errors import NbrefineError, ProviderError
 from .capture import Failure
 from .context import Redactor
 from .cost import Usage, add_to_kernel, total
-from .loop import Attempt, EventCallback, LoopConfig, LoopResult, TrialRunner, refine
+from .loop import Attempt, EventCallback, LoopConfig, LoopResult, TrialRunner, refine, verifier_for
 from .prompt import RepairTask
 from .providers.base import Provider
+from .sandbox import TrialOutcome, TrialSpec
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, kernel_ledger, teach
+from .verify import changed_names, fingerprints_of, names_read
 
-__all__ = ["RefineSession", "SessionStateError", "last_session"]
+__all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session"]
 
 _LAST: list[RefineSession] = []
 
 
 class SessionStateError(NbrefineError, ValueError):
     """The session cannot do what was asked in its current state (e.g. accept with no fix)."""
+
+
+class UnverifiedFixError(SessionStateError):
+    """Accept was asked for a fix that is not verified where it would run: a proposal that
+    changes the checks, or a fix that fails from the live state. ``accept(anyway=True)`` is the
+    explicit second choice that applies it all the same."""
 
 
 def last_session() -> RefineSession | None:
@@ -53,6 +61,8 @@ class RefineJob:
     fallback: Callable[[], TrialRunner] | None = None  # a runner once that one is freed
     background_ok: bool = False  # the runner may be driven from a thread (no fork in the kernel)
     on_finish: Callable[[RefineSession], None] | None = None  # adapters adjust the target cell
+    #: A runner over the live state exactly as Accept will run the fix (None: Accept cannot check it)
+    accept_runner: Callable[[], TrialRunner] | None = None
     prices: dict[str, Any] = field(default_factory=dict)  # Refine.prices, for the cost shown
     released: bool = False
 
@@ -102,6 +112,11 @@ class RefineSession:
         self.decision = "pending"
         self.timings: dict[str, Any] = {}
         self.accept_ok: bool | None = None
+        self.accept_refused = ""  # why the last Accept did not apply the fix ("" : it did, or none yet)
+        self.accepted_anyway = False  # applied on the second choice, not as a verified fix
+        self.live_check = ""  # what Accept found about the live state ("" : nothing changed)
+        self.live_outcome: TrialOutcome | None = None  # the trial from the live state, if one ran
+        self._trial_state: dict[str, str] | None = None  # fingerprints of what the passing trial read
         self.cell_id: str | None = None  # the notebook cell to write an accepted fix into
         self.cell_source: str | None = None  # that cell's whole source as it ran
         self.job: RefineJob | None = None
@@ -166,6 +181,8 @@ class RefineSession:
         self.provider = self._provider.name
         counted = len(self.attempts)
         self.finish(result)
+        if result.status == "fixed":
+            self._trial_state = self._state_of(job.current_runner(), result.fixed_code or "")
         add_to_kernel(total((r for a in result.attempts[counted:] for r in a.replies), job.prices))
         if job.on_finish is not None:
             job.on_finish(self)
@@ -234,6 +251,19 @@ class RefineSession:
         status = "error" if result.status == "error" else "hint"
         self.finish_without_loop(status, result.message)
 
+    def _names(self, code: str) -> list[str] | None:
+        job = self.job
+        if job is None:
+            return None
+        return names_read(job.config.transform(code), job.task.checks)
+
+    def _state_of(self, runner: TrialRunner, code: str) -> dict[str, str] | None:
+        """Fingerprints of the names ``code`` (and its checks) read, as ``runner`` sees them."""
+        job, names = self.job, self._names(code)
+        if job is None or job.accept_runner is None or names is None:
+            return None  # no live state to compare with later, or code that cannot be read
+        return fingerprints_of(runner.run, names, timeout_s=job.config.timeout_s, policy=job.config.policy)
+
     @property
     def can_run_in_background(self) -> bool:
         return self.job is not None and self.job.background_ok and not self.job.released
@@ -263,7 +293,20 @@ class RefineSession:
 
     @property
     def fixed_code(self) -> str | None:
-        return self.result.fixed_code if self.result and self.status == "fixed" else None
+        """The fix (status "fixed"), or the unverified proposal (status "changes_checks")."""
+        if self.result and self.status in ("fixed", "changes_checks"):
+            return self.result.fixed_code
+        return None
+
+    @property
+    def verified(self) -> bool:
+        """The fix passed its trial without changing the checks (see :mod:`nbrefine.verify`)."""
+        return self.status == "fixed"
+
+    @property
+    def unverified_reason(self) -> str:
+        """Status "changes_checks": why the proposal does not count as verified."""
+        return self.result.unverified if self.result and self.status == "changes_checks" else ""
 
     @property
     def explanation(self) -> str:
@@ -312,20 +355,56 @@ class RefineSession:
 
     # ------------------------------------------------------------------ decision
 
-    def accept(self) -> bool:
-        """Run the fix in the live kernel (the state advances as if the fixed cell had run)."""
+    def accept(self, *, anyway: bool = False) -> bool:
+        """Run the fix in the live kernel (the state advances as if the fixed cell had run).
+
+        A fix is applied only where it is verified: it must not change the checks, and when a
+        value it reads differs in the live kernel from what its trial saw, it is trial-run from
+        the live state first. Otherwise :class:`UnverifiedFixError` says why, and nothing runs;
+        ``anyway=True`` is the explicit second choice that applies it all the same."""
         if self.running:
             self.wait()  # a headless caller (nbclient, a script) may accept while the loop runs
-        if self.fixed_code is None:
+        fixed = self.fixed_code
+        if fixed is None:
             raise SessionStateError(f"nothing to accept: the session status is {self.status!r}")
         if self.decision != "pending":
             raise SessionStateError(f"this fix was already {self.decision}")
         if self._applier is None:
             raise SessionStateError("this session has no kernel to run the fix in")
+        if not anyway:
+            self.accept_refused = self._why_not_apply(fixed)
+            if self.accept_refused:
+                raise UnverifiedFixError(self.accept_refused)
+        self.accepted_anyway = anyway
         self.decision = "accepted"
         self.release()
-        self.accept_ok = self._applier(self.fixed_code)
+        self.accept_ok = self._applier(fixed)
         return self.accept_ok
+
+    def _why_not_apply(self, fixed: str) -> str:
+        if not self.verified:
+            return f"the proposal is not verified: it changes the checks ({self.unverified_reason})"
+        job = self.job
+        if job is None or job.accept_runner is None:
+            return ""
+        runner = job.accept_runner()
+        changed = changed_names(self._trial_state, self._state_of(runner, fixed))
+        if changed == []:
+            self.live_check = ""
+            return ""
+        what = (
+            "the state it reads could not be compared with the live one"
+            if changed is None
+            else _names_text(changed) + " changed since (the failed run or a later cell changed it)"
+        )
+        spec = TrialSpec(fixed, job.task.checks, job.config.timeout_s, "candidate", job.config.policy)
+        outcome = self.live_outcome = runner.run(spec)
+        reason = verifier_for(job.task, job.config)(fixed, outcome) if outcome.ok else ""
+        if outcome.ok and not reason:
+            self.live_check = f"{what}; it was trial-run again from the live state and passed there"
+            return ""
+        failed = f"fails: {outcome.one_line()}" if not outcome.ok else f"is not verified: {reason}"
+        return f"the fix passed its trial, but {what}, and from the live state it {failed}"
 
     def reject(self) -> None:
         """Discard the proposed fix; the kernel state stays as the failed run left it."""
@@ -357,6 +436,7 @@ class RefineSession:
             "running": "running",
             "hint": self.teaching.step.header() if self.teaching else "hint",
             "budget": "stopped by the budget",
+            "changes_checks": "not verified: the only proposal changes the checks",
         }.get(self.status, self.status)
         return f"nbrefine: {text}" + (f" — {self.message}" if self.message and self.status != "fixed" else "")
 
@@ -375,10 +455,18 @@ class RefineSession:
             parts.append("usage: " + self.usage.describe())
         if self.fixed_code is not None:
             parts.append(self.diff(color=color))
-            if self.decision == "pending":
+            if self.decision == "pending" and not self.verified:
+                parts.append(
+                    "Not verified, so not applied: %refine accept --anyway runs it in the kernel all "
+                    "the same, or %refine reject."
+                )
+            elif self.decision == "pending":
                 parts.append("Run %refine accept to apply it in the kernel, or %refine reject.")
+        if self.accept_refused and self.decision == "pending":
+            parts.append(f"Accept did not apply it: {self.accept_refused}.")
         if self.decision != "pending":
-            parts.append(f"decision: {self.decision}")
+            anyway = " (anyway: not verified)" if self.accepted_anyway else ""
+            parts.append(f"decision: {self.decision}{anyway}")
         return "\n".join(parts)
 
     def __repr__(self) -> str:
@@ -388,6 +476,11 @@ class RefineSession:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.render_text())
+
+
+def _names_text(names: list[str]) -> str:
+    shown = ", ".join(f"`{name}`" for name in names[:5])
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _color_diff_line(line: str) -> str:

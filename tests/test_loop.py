@@ -145,3 +145,49 @@ def test_best_of_n_trials_every_candidate_and_keeps_the_smallest_passing_change(
     verdicts = sorted(outcome.status for _, outcome in attempt.alternatives)
     assert verdicts == ["failed", "passed"]
     assert result.input_tokens == sum(r.input_tokens for r in attempt.replies)
+
+
+def test_a_pass_that_changes_the_checks_is_not_a_fix_and_the_loop_goes_on():
+    namespace = {"items": [3, 4]}
+    task, runner = make("total = sum(itemz)\nassert total == 7", namespace)
+    forged, honest = "total = sum(items)", "total = sum(items)\nassert total == 7"
+    result, provider = run(task, runner, [block(forged), block(honest)])
+    assert result.status == "fixed" and result.fixed_code == honest
+    first = result.attempts[0]
+    assert first.passed and not first.ok
+    assert first.changes_checks == "drops `assert total == 7`"
+    assert first.summary().startswith("changes the checks: drops `assert total == 7` (its trial passed")
+    assert "Not counted as a fix: it changes the checks" in provider.requests[1].user
+
+
+def test_a_loop_that_finds_only_a_pass_that_changes_the_checks_offers_it_unverified():
+    task, runner = make("total = sum(itemz)\nassert total == 7", {"items": [3, 4]})
+    forged = "try:\n    total = sum(itemz)\n    assert total == 7\nexcept Exception:\n    pass"
+    result, _ = run(task, runner, [block(forged), block("total = sum(itemz) + 0")], max_attempts=2)
+    assert result.status == "changes_checks" and result.stop_reason == "max_attempts"
+    assert result.fixed_code == forged
+    assert "blanket `except Exception`" in result.unverified
+    assert result.message.startswith("No verified fix in 2 attempt(s): attempt 1 passed its trial")
+
+
+def test_best_of_n_prefers_a_verified_candidate_to_a_smaller_one_that_changes_the_checks():
+    task, runner = make("total = sum(itemz)\nassert total == 7", {"items": [3, 4]})
+    replies = [block("total = sum(items)"), block("total = sum(items)\nassert total == 7")]
+    result, _ = run(task, runner, replies, candidates=2)
+    attempt = result.attempts[0]
+    assert result.status == "fixed" and attempt.code == "total = sum(items)\nassert total == 7"
+    assert [code for code, _ in attempt.alternatives] == ["total = sum(items)"]
+    assert attempt.alternative_reasons == ["drops `assert total == 7`"]
+
+
+def test_the_checks_a_trial_must_run_are_counted():
+    task, runner = make("x = 1", checks=("assert x == 2",))
+    dropped = (
+        "import sys\nframe = sys._getframe()\nwhile 'spec' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "object.__setattr__(frame.f_locals['spec'], 'checks', ())\nx = 1"
+    )
+    result, _ = run(task, runner, [block(dropped), block("x = 2")])
+    assert result.status == "fixed" and result.fixed_code == "x = 2"
+    first = result.attempts[0]
+    assert first.passed and first.outcome.checks_total == 0  # the forge did drop the check
+    assert "reaches into the sandbox: sys._getframe" in first.changes_checks

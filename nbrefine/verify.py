@@ -1,0 +1,567 @@
+"""What "verified" means, and whether a verified fix still holds where Accept runs it.
+
+A trial that passed proves something only if the candidate left the checks alone. A candidate
+can pass cheaply by deleting the failing assert, by hiding the failure in ``try/except
+Exception: pass``, or by reaching into nbrefine or the trial process (``import nbrefine.sandbox as
+s; s.run_checks = ...``, the trial's own frames, its file descriptors). :class:`Gate` reads the
+candidate next to the original cell and says why a pass does not count ("" when it does); the
+loop then shows the attempt as "changes the checks" and keeps looking for a verified one.
+
+A pass from the snapshot (the state before the cell ran) also says nothing about the live state
+when the failed run, or a later cell, changed in place an object the fix reads. Accept compares
+content fingerprints of the names the fix reads, taken by :func:`fingerprint_spec` in the trial's
+runner and again in a fork of the live state, and trial-runs the fix from the live state when
+they differ (see :meth:`nbrefine.session.RefineSession.accept`).
+
+This is a tripwire for the forms a model writes, not a proof: code that runs in its own trial
+process can in principle lie about its result (the README says what else holds). No IPython import.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .limits import TrialPolicy
+from .sandbox import TrialOutcome, TrialSpec
+from .spawn import names_to_ship
+
+__all__ = [
+    "Gate",
+    "changed_names",
+    "fingerprint_spec",
+    "fingerprints_of",
+    "names_read",
+    "read_fingerprints",
+]
+
+#: Values whose pickle is larger than this are not fingerprinted ("unknown": Accept re-checks).
+FINGERPRINT_CAP = 256 << 20
+_MARK = "@@nbrefine-fingerprints@@ "
+_BLANKET = frozenset({"Exception", "BaseException"})
+_MAX_REASONS = 3
+
+
+def _same(code: str) -> str:
+    return code
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Why a passed trial of a candidate does not count as verified ("" when it does).
+
+    ``original`` is the cell under repair and ``checks`` how many checks every trial must run.
+    ``failing_lines`` are the original's lines that failed (a blanket ``except`` counts when it
+    is around them; with none known, anywhere). ``blamed`` are the names the failure message
+    quotes when the cell crashed (``name 'totl' is not defined``): an assert may change those
+    (``assert totl == 7`` → ``assert total == 7``), nothing else of it. ``transform`` turns IPython
+    syntax into Python before anything is read."""
+
+    original: str
+    checks: int = 0
+    failing_lines: tuple[int, ...] = ()
+    blamed: frozenset[str] = frozenset()
+    transform: Callable[[str], str] = field(default=_same, compare=False)
+
+    @classmethod
+    def for_failures(
+        cls,
+        original: str,
+        failures: Sequence[Any],
+        checks: int,
+        *,
+        label: str = "cell",
+        transform: Callable[[str], str] = _same,
+    ) -> Gate:
+        """The gate for a cell from its captured failures (:class:`nbrefine.capture.Failure`)."""
+        own = [f for f in failures if f.where == label]
+        lines = tuple(f.lineno for f in own if f.lineno)
+        crashed = [f for f in own if f.error_type != "AssertionError"]
+        blamed = frozenset(w for f in crashed for w in re.findall(r"""['"]([^'"\s]{1,80})['"]""", f.message))
+        return cls(original, checks, lines, blamed, transform)
+
+    def __call__(self, candidate: str, outcome: TrialOutcome) -> str:
+        reasons = self.static_reasons(candidate)
+        if outcome.suspect:
+            reasons.append(f"the trial flagged its pass: {outcome.suspect}")
+        if outcome.checks_total < self.checks:
+            reasons.append(f"the trial ran {outcome.checks_total} of its {self.checks} checks")
+        return "; ".join(reasons[:_MAX_REASONS])
+
+    def static_reasons(self, candidate: str) -> list[str]:
+        """What the candidate's text changes about the checks (empty: nothing)."""
+        original, code = self.transform(self.original), self.transform(candidate)
+        new_tree = _parse(code)
+        if new_tree is None:
+            return []  # its trial cannot have passed: a SyntaxError fails it
+        old_tree = _parse(original)
+        reasons = _dropped_asserts(original, old_tree, new_tree, self.blamed)
+        reasons += _blanket_handlers(old_tree, new_tree, self.failing_lines)
+        before = set() if old_tree is None else {why for why, _ in _reaches(old_tree)}
+        reaches = sorted(_reaches(new_tree), key=lambda pair: pair[1])
+        reasons += [f"{why} (line {line})" for why, line in reaches if why not in before]
+        return list(dict.fromkeys(reasons))
+
+
+def _parse(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ----------------------------------------------------------- every assert of the cell is kept
+
+
+def _asserts(tree: ast.Module) -> Iterator[tuple[ast.Assert, bool]]:
+    """Every assert, and whether it is a statement at the cell's top level."""
+    top = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            yield node, id(node) in top
+
+
+def _dropped_asserts(
+    original: str, old: ast.Module | None, new: ast.Module, blamed: frozenset[str]
+) -> list[str]:
+    available = list(_asserts(new))
+    reasons = []
+    for node, top in _asserts(old) if old is not None else _assert_lines(original):
+        match = next(
+            (i for i, (cand, cand_top) in enumerate(available)
+             if (cand_top or not top) and _same_test(node.test, cand.test, blamed)),
+            None,
+        )  # fmt: skip
+        if match is not None:
+            available.pop(match)
+            continue
+        elsewhere = top and any(_same_test(node.test, cand.test, blamed) for cand, _ in available)
+        text = _clip(ast.unparse(node.test))
+        reasons.append(
+            f"moves `assert {text}` off the cell's top level" if elsewhere else f"drops `assert {text}`"
+        )
+    return reasons
+
+
+def _assert_lines(original: str) -> Iterator[tuple[ast.Assert, bool]]:
+    """The asserts of a cell that does not parse (a SyntaxError elsewhere), line by line."""
+    for line in original.splitlines():
+        tree = _parse(line.strip()) if line.strip().startswith("assert") else None
+        if tree is not None and tree.body and isinstance(tree.body[0], ast.Assert):
+            yield tree.body[0], not line[:1].isspace()
+
+
+def _same_test(old: ast.AST, new: ast.AST, blamed: frozenset[str]) -> bool:
+    """Equal trees, except that a name, attribute or string the failure blamed may change."""
+    if type(old) is not type(new):
+        return False
+    if isinstance(old, ast.Name) and isinstance(new, ast.Name):
+        return old.id == new.id or old.id in blamed
+    if isinstance(old, ast.Attribute) and isinstance(new, ast.Attribute):
+        same_attr = old.attr == new.attr or old.attr in blamed
+        return same_attr and _same_test(old.value, new.value, blamed)
+    if isinstance(old, ast.Constant) and isinstance(new, ast.Constant):
+        if isinstance(old.value, str) and old.value in blamed and isinstance(new.value, str):
+            return True
+        return type(old.value) is type(new.value) and old.value == new.value
+    for name, value in ast.iter_fields(old):
+        if name == "ctx":
+            continue
+        other = getattr(new, name, None)
+        if isinstance(value, list):
+            if not isinstance(other, list) or len(value) != len(other):
+                return False
+            if not all(_same_test(a, b, blamed) if isinstance(a, ast.AST) else a == b
+                       for a, b in zip(value, other, strict=True)):  # fmt: skip
+                return False
+        elif isinstance(value, ast.AST):
+            if not isinstance(other, ast.AST) or not _same_test(value, other, blamed):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
+# ------------------------------------------------- no blanket except around the failing lines
+
+
+@dataclass(frozen=True)
+class _Blanket:
+    line: int
+    what: str
+    body: tuple[ast.stmt, ...]
+
+
+def _blankets(tree: ast.Module) -> list[_Blanket]:
+    """``try`` statements with a bare/Exception/BaseException handler that does not re-raise,
+    and ``with`` statements given Exception or BaseException (``contextlib.suppress``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try | ast.TryStar):
+            for handler in node.handlers:
+                if _is_blanket(handler.type) and not any(isinstance(s, ast.Raise) for s in handler.body):
+                    what = "except" + (f" {ast.unparse(handler.type)}" if handler.type else "")
+                    found.append(_Blanket(handler.lineno, what, tuple(node.body)))
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                call = item.context_expr
+                if isinstance(call, ast.Call) and any(_is_blanket(arg) for arg in call.args):
+                    found.append(_Blanket(node.lineno, ast.unparse(call), tuple(node.body)))
+    return found
+
+
+def _is_blanket(node: ast.expr | None) -> bool:
+    if node is None:
+        return True
+    if isinstance(node, ast.Tuple):
+        return any(_is_blanket(element) for element in node.elts)
+    if isinstance(node, ast.Name):
+        return node.id in _BLANKET
+    return isinstance(node, ast.Attribute) and node.attr in _BLANKET
+
+
+def _names_in(nodes: Sequence[ast.AST]) -> set[str]:
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr
+        for node in nodes
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name | ast.Attribute)
+    }
+
+
+def _footprint(tree: ast.Module | None, lines: tuple[int, ...]) -> set[str] | None:
+    """The names of the original's failing statements (builtins left out); None: not known."""
+    if tree is None or not lines:
+        return None
+    failing = [s for s in tree.body if any(s.lineno <= n <= (s.end_lineno or s.lineno) for n in lines)]
+    names = {n for n in _names_in(failing) if not hasattr(builtins, n)}
+    return names or None
+
+
+def _blanket_handlers(old: ast.Module | None, new: ast.Module, lines: tuple[int, ...]) -> list[str]:
+    footprint = _footprint(old, lines)
+
+    def around(blanket: _Blanket) -> bool:
+        return footprint is None or bool(footprint & _names_in(blanket.body))
+
+    before = len([b for b in _blankets(old) if around(b)]) if old is not None else 0
+    added = [b for b in _blankets(new) if around(b)]
+    where = "the failing statement" if footprint is not None else "the cell"
+    return [f"adds a blanket `{_clip(b.what, 50)}` (line {b.line}) around {where}" for b in added[before:]]
+
+
+# ------------------------------------------------------- no reaching into nbrefine or the sandbox
+
+_FRAME_ATTRS = frozenset(
+    {"f_back", "f_locals", "f_globals", "f_builtins", "f_lineno", "f_trace", "tb_frame", "gi_frame",
+     "cr_frame", "ag_frame", "_getframe", "_current_frames", "settrace", "setprofile"}
+)  # fmt: skip
+_MODULE_CALLS = {
+    "os": frozenset({"_exit", "write", "writev", "pwrite", "pwritev", "dup", "dup2", "fdopen",
+                     "sendfile", "close", "closerange"}),
+    "gc": frozenset({"get_objects", "get_referrers", "get_referents"}),
+    "inspect": frozenset({"currentframe", "stack", "trace", "getouterframes", "getinnerframes"}),
+}  # fmt: skip
+_MODULE_CALLS["posix"] = _MODULE_CALLS["os"]
+_SANDBOX_MODULES = frozenset({"ctypes", "_ctypes", "nbrefine"})
+_FD_PATHS = re.compile(r"/proc/(self|thread-self|\d+)/(fd|mem)|/dev/fd\b")
+_DYNAMIC = frozenset({"exec", "eval", "compile", "__import__", "import_module"})
+
+
+def _reaches(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """(why, line) for each way the code reaches into nbrefine or the trial process."""
+    aliases = _module_aliases(tree)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        for why in _why_node(node, aliases):
+            yield why, line
+
+
+def _module_aliases(tree: ast.Module) -> dict[str, str]:
+    aliases = {name: name for name in (*_MODULE_CALLS, "sys")}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0]
+    return aliases
+
+
+def _top_module(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _why_node(node: ast.AST, aliases: Mapping[str, str]) -> Iterator[str]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        yield from _why_import(node)
+    elif isinstance(node, ast.Name) and node.id in _SANDBOX_MODULES:
+        yield _mention(node.id)
+    elif isinstance(node, ast.Attribute):
+        yield from _why_attribute(node, aliases)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield from _why_text(node.value)
+    elif isinstance(node, ast.Call):
+        yield from _why_call(node, aliases)
+
+
+def _mention(module: str) -> str:
+    return "mentions nbrefine" if module == "nbrefine" else f"reaches into the sandbox: {module}"
+
+
+def _why_import(node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    for module in modules:
+        if _top_module(module) == "nbrefine":
+            yield "imports nbrefine"
+        elif _top_module(module) in _SANDBOX_MODULES:
+            yield f"reaches into the sandbox: imports {module}"
+    if isinstance(node, ast.ImportFrom):
+        calls = _MODULE_CALLS.get(_top_module(node.module or ""), frozenset()) | _FRAME_ATTRS
+        for alias in node.names:
+            if alias.name in calls:
+                yield f"reaches into the sandbox: {node.module}.{alias.name}"
+
+
+def _why_attribute(node: ast.Attribute, aliases: Mapping[str, str]) -> Iterator[str]:
+    owner = aliases.get(node.value.id, "") if isinstance(node.value, ast.Name) else ""
+    if node.attr in _FRAME_ATTRS:
+        yield f"reaches into the sandbox: {_clip(ast.unparse(node), 40)}"
+    elif node.attr in _MODULE_CALLS.get(owner, frozenset()):
+        yield f"reaches into the sandbox: {owner}.{node.attr}"
+    elif owner == "sys" and node.attr == "modules":
+        yield "reaches into the sandbox: sys.modules"
+    elif node.attr in _SANDBOX_MODULES:
+        yield _mention(node.attr)
+
+
+def _why_text(text: str) -> Iterator[str]:
+    if "nbrefine" in text:
+        yield "mentions nbrefine"
+    if _FD_PATHS.search(text):
+        yield "reaches into the sandbox: its /proc or /dev/fd files"
+    if text in _SANDBOX_MODULES - {"nbrefine"}:
+        yield _mention(text)
+
+
+def _why_call(node: ast.Call, aliases: Mapping[str, str]) -> Iterator[str]:
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    first = node.args[0] if node.args else None
+    text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+    if name in _DYNAMIC:
+        if first is not None and text is None:
+            yield f"runs code or imports a module named at run time: {name}"
+        elif text is not None and name in ("exec", "eval", "compile"):
+            inner = _parse(text)  # a constant: read it like the cell itself
+            yield from (why for why, _ in (_reaches(inner) if inner is not None else ()))
+        elif text is not None and _top_module(text) in _SANDBOX_MODULES:
+            yield _mention(_top_module(text))
+    elif name == "getattr" and len(node.args) >= 2:
+        owner = node.args[0]
+        attr = node.args[1]
+        module = aliases.get(owner.id, "") if isinstance(owner, ast.Name) else ""
+        if module and not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+            yield f"reaches into the sandbox: getattr({module}, …)"
+        elif isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+            fake = ast.Attribute(value=owner, attr=attr.value, ctx=ast.Load())
+            yield from _why_attribute(fake, aliases)
+    elif name in ("open", "FileIO") and isinstance(first, ast.Constant) and isinstance(first.value, int):
+        yield f"reaches into the sandbox: {name}() of file descriptor {first.value}"
+
+
+# --------------------------------------------------------------------------- names and state
+
+
+class _AnyName(Mapping[str, object]):
+    """Every name is "in" it: names_to_ship's scope analysis without its namespace filter."""
+
+    _VALUE = object()
+
+    def __getitem__(self, key: str) -> object:
+        return self._VALUE
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def names_read(code: str, checks: Sequence[str] = ()) -> list[str] | None:
+    """The names ``code`` and then its checks read from the namespace, in order of first use
+    (the spawn sandbox's scope analysis); None when the code is not plain Python."""
+    whole = "\n".join([code, *checks])
+    if _parse(whole) is None:
+        return None
+    return names_to_ship(whole, _AnyName())
+
+
+def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, str]:
+    # Runs in a trial process: its source is the trial's code (see fingerprint_spec), so it is
+    # self-contained. Content digests (pickle protocol 5, out-of-band buffers hashed in place,
+    # so arrays and frames are not copied); functions also by code, closures and identity (a
+    # fork keeps every address); anything that cannot be pickled within ``cap`` is "unknown".
+    import hashlib
+    import marshal
+    import pickle
+    import types
+
+    class TooLarge(Exception):
+        pass
+
+    class Sink:
+        def __init__(self) -> None:
+            self.digest = hashlib.blake2b(digest_size=16)
+            self.size = 0
+
+        def write(self, data: Any) -> int:
+            view = memoryview(data)
+            self.size += view.nbytes
+            if self.size > cap:
+                raise TooLarge
+            self.digest.update(view)
+            return view.nbytes
+
+    def pickled(value: Any) -> str:
+        sink = Sink()
+
+        def out_of_band(buffer: Any) -> bool:
+            try:
+                sink.write(buffer.raw())
+            except BufferError:
+                return False  # not contiguous: pickled in band, within the cap
+            return True
+
+        pickle.Pickler(sink, protocol=5, buffer_callback=out_of_band).dump(value)
+        return sink.digest.hexdigest()
+
+    def function(value: Any) -> str:
+        cells = [c.cell_contents for c in value.__closure__ or () if _filled(c)]
+        parts = [marshal.dumps(value.__code__).hex(), one((value.__defaults__, value.__kwdefaults__))]
+        parts += [one(c) for c in cells]
+        return (
+            f"function@{id(value):x}:" + hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
+        )
+
+    def _filled(cell: Any) -> bool:
+        try:
+            cell.cell_contents  # noqa: B018 - an empty cell raises
+        except ValueError:
+            return False
+        return True
+
+    def one(value: Any) -> str:
+        try:
+            if isinstance(value, types.ModuleType):
+                return "module:" + value.__name__
+            if isinstance(value, types.FunctionType):
+                return function(value)
+            if isinstance(value, type):
+                return f"class:{value.__module__}.{value.__qualname__}@{id(value):x}"
+            return pickled(value)
+        except TooLarge:
+            return f"unknown: larger than {cap >> 20} MiB"
+        except RecursionError:
+            return "unknown: nested too deeply"
+        except Exception as err:
+            return f"unknown: {type(err).__name__}"
+
+    def globals_read(value: Any) -> list[str]:
+        found: list[str] = []
+        stack = [value.__code__]
+        while stack:
+            code = stack.pop()
+            found += [n for n in code.co_names if n in value.__globals__ and not n.startswith("__")]
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        return found
+
+    result: dict[str, str] = {}
+    pending = [(name, namespace) for name in names]
+    while pending and len(result) < 500:
+        name, scope = pending.pop(0)
+        if name in result:
+            continue
+        if name not in scope:
+            result[name] = "absent"
+            continue
+        value = scope[name]
+        result[name] = one(value)
+        if isinstance(value, types.FunctionType):  # what the cell's functions read counts too
+            pending += [(n, value.__globals__) for n in globals_read(value)]
+    return result
+
+
+@functools.cache
+def _fingerprint_source() -> str:
+    return inspect.getsource(_nbrefine_fingerprints)
+
+
+def fingerprint_spec(
+    names: Sequence[str], *, timeout_s: float = 10.0, policy: TrialPolicy | None = None
+) -> TrialSpec:
+    """A trusted trial that prints the fingerprints of ``names`` in the runner's namespace."""
+    ship = "".join(f"{name}, " for name in names if name.isidentifier())
+    code = (
+        _fingerprint_source()
+        + (f"if False:\n    ({ship})  # the names a spawn sandbox must ship\n" if ship else "")
+        + f"print({_MARK!r} + __import__('json').dumps("
+        + f"_nbrefine_fingerprints(globals(), {list(names)!r}, {FINGERPRINT_CAP})))\n"
+    )
+    return TrialSpec(code=code, timeout_s=timeout_s, label="fingerprint", policy=policy or TrialPolicy())
+
+
+def read_fingerprints(outcome: TrialOutcome) -> dict[str, str] | None:
+    """The fingerprints a :func:`fingerprint_spec` trial printed; None when it did not finish."""
+    if not outcome.ok:
+        return None
+    for line in outcome.stdout.splitlines():
+        if line.startswith(_MARK):
+            try:
+                data = json.loads(line[len(_MARK) :])
+            except ValueError:
+                return None
+            return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else None
+    return None
+
+
+def fingerprints_of(
+    run: Callable[[TrialSpec], TrialOutcome],
+    names: Sequence[str],
+    *,
+    timeout_s: float = 10.0,
+    policy: TrialPolicy | None = None,
+) -> dict[str, str] | None:
+    """Fingerprints of ``names`` as the runner ``run`` sees them (None: could not be taken)."""
+    try:
+        outcome = run(fingerprint_spec(names, timeout_s=timeout_s, policy=policy))
+    except KeyboardInterrupt:
+        return None
+    return read_fingerprints(outcome)
+
+
+def changed_names(before: Mapping[str, str] | None, now: Mapping[str, str] | None) -> list[str] | None:
+    """Names whose value differs, or cannot be compared; None when either side is missing."""
+    if before is None or now is None:
+        return None
+    return [
+        name
+        for name in dict.fromkeys([*before, *now])
+        if before.get(name) != now.get(name) or before.get(name, "").startswith("unknown")
+    ]

@@ -1,0 +1,217 @@
+"""The "verified" gate and the state fingerprints of nbrefine.verify (issue 10, items 7 and 8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nbrefine.capture import Failure
+from nbrefine.context import Redactor
+from nbrefine.sandbox import LiveForkRunner, TrialOutcome
+from nbrefine.verify import (
+    Gate,
+    _nbrefine_fingerprints,
+    changed_names,
+    fingerprint_spec,
+    fingerprints_of,
+    names_read,
+    read_fingerprints,
+)
+
+PASSED = TrialOutcome("passed")
+
+
+def reason(original: str, candidate: str, *, lines: tuple[int, ...] = (), checks: int = 0, **kw) -> str:
+    return Gate(original, checks, lines, **kw)(candidate, TrialOutcome("passed", checks_total=checks))
+
+
+# --------------------------------------------------------------------------- asserts
+
+
+def test_an_honest_fix_is_verified():
+    assert reason("total = sum(value)\nassert total == 6", "total = sum(values)\nassert total == 6") == ""
+
+
+def test_deleting_the_failing_assert_changes_the_checks():
+    why = reason("total = sum(xs) + 1\nassert total == 6", "total = sum(xs) + 1", lines=(2,))
+    assert why == "drops `assert total == 6`"
+
+
+def test_changing_what_an_assert_expects_changes_the_checks():
+    assert "drops `assert total == 6`" in reason("t = 1\nassert total == 6", "t = 1\nassert total == 7")
+    assert reason("x = 1\nassert x == 1, 'old message'", "x = 1\nassert x == 1, 'new message'") == ""
+
+
+def test_an_assert_moved_off_the_top_level_or_into_dead_code_changes_the_checks():
+    why = reason("x = f()\nassert x == 1", "x = f()\nif False:\n    assert x == 1")
+    assert why == "moves `assert x == 1` off the cell's top level"
+    # asserts inside a function of the original may stay anywhere
+    assert reason("def g():\n    assert y\ng()", "def g(y=1):\n    assert y\ng()") == ""
+
+
+def test_a_crashing_assert_may_change_the_names_its_failure_blamed_and_nothing_else():
+    failure = Failure("NameError", "name 'totl' is not defined", lineno=2)
+    gate = Gate.for_failures("total = sum(items)\nassert totl == 7", [failure], 0)
+    assert gate("total = sum(items)\nassert total == 7", PASSED) == ""
+    assert "drops" in gate("total = sum(items)\nassert total == 8", PASSED)
+    assert "drops" in gate("total = sum(items)\nassert 7 == 7", PASSED)
+    # An AssertionError blames nothing: the assert itself is what is checked.
+    failed = Failure("AssertionError", "'totl'", lineno=2)
+    strict = Gate.for_failures("assert totl == 7", [failed], 0)
+    assert "drops" in strict("assert total == 7", PASSED)
+
+
+def test_the_asserts_of_a_cell_that_does_not_parse_are_kept_too():
+    original = "total = sum([1, 2, 3)\nassert total == 6"
+    assert reason(original, "total = sum([1, 2, 3])\nassert total==6") == ""
+    assert reason(original, "total = sum([1, 2, 3])") == "drops `assert total == 6`"
+
+
+# --------------------------------------------------------------------------- blanket except
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        "try:\n    total = sum(value)\nexcept Exception:\n    pass",
+        "try:\n    total = sum(value)\nexcept:\n    total = 0",
+        "try:\n    total = sum(value)\nexcept (ValueError, BaseException):\n    pass",
+        "import contextlib\nwith contextlib.suppress(Exception):\n    total = sum(value)",
+        "from contextlib import suppress as s\nwith s(BaseException):\n    total = sum(value)",
+        "try:\n    total = sum(value)\nexcept builtins.Exception:\n    pass",
+    ],
+)
+def test_a_blanket_except_around_the_failing_statement_changes_the_checks(candidate):
+    why = reason("total = sum(value)", candidate, lines=(1,))
+    assert why.startswith("adds a blanket") and "around the failing statement" in why, why
+
+
+def test_excepts_that_are_narrow_re_raise_already_existed_or_are_elsewhere_are_fine():
+    original = "import json\ndata = json.loads(text)\nrate = data['rate']"
+    lines = (3,)
+    assert reason(original, original.replace("data['rate']", "data.get('rate', 0)"), lines=lines) == ""
+    narrow = (
+        "import json\ntry:\n    data = json.loads(text)\nexcept ValueError:\n    data = {}\n"
+        "rate = data['rate']"
+    )
+    assert reason(original, narrow, lines=(2,)) == ""
+    reraise = "try:\n    rate = data['rate']\nexcept Exception as err:\n    raise KeyError('rate') from err"
+    assert reason("rate = data['rate']", reraise, lines=(1,)) == ""
+    unrelated = "try:\n    import seaborn as sns\nexcept Exception:\n    sns = None\nrate = data['rate']"
+    assert reason("rate = data['Rate']", unrelated, lines=(1,)) == ""
+    kept = "try:\n    x = load()\nexcept Exception:\n    x = None\ny = x + 1"
+    assert reason(kept, kept.replace("x + 1", "(x or 0) + 1"), lines=(5,)) == ""
+
+
+def test_without_a_known_failing_line_any_new_blanket_except_counts():
+    why = reason("x = f()", "try:\n    import seaborn\nexcept Exception:\n    pass\nx = f()")
+    assert why == "adds a blanket `except Exception` (line 3) around the cell"
+
+
+# --------------------------------------------------------------------------- nbrefine and the sandbox
+
+
+@pytest.mark.parametrize(
+    ("candidate", "said"),
+    [
+        ("import nbrefine.sandbox as s\ns.run_checks = lambda *a, **k: []", "imports nbrefine"),
+        ("from nbrefine import sandbox", "imports nbrefine"),
+        ("m = __import__('nbrefine.sandbox')", "mentions nbrefine"),
+        ("import importlib\nm = importlib.import_module('nbrefine')", "mentions nbrefine"),
+        ("import sys\nsys.modules['nbrefine.sandbox'].run_checks = None", "sys.modules"),
+        ("m = __import__('nbre' + 'fine')", "named at run time: __import__"),
+        ("exec('import nbrefine')", "imports nbrefine"),
+        ("exec(source)", "named at run time: exec"),
+        ("import ctypes\nctypes.CDLL(None)", "imports ctypes"),
+        ("import os\nos._exit(0)", "os._exit"),
+        ("import os as o\no.write(4, b'x')", "os.write"),
+        ("from os import dup2\ndup2(1, 4)", "os.dup2"),
+        ("import posix\nposix.write(4, b'x')", "posix.write"),
+        ("import os\ngetattr(os, '_exit')(0)", "os._exit"),
+        ("open(4, 'wb').write(b'x')", "file descriptor 4"),
+        ("import os\nfds = os.listdir('/proc/self/fd')", "/proc"),
+        ("import sys\nsys._getframe(1).f_locals['spec'] = None", "_getframe"),
+        ("import sys\nsys.settrace(lambda *a: None)", "settrace"),
+        ("import inspect\nframe = inspect.currentframe()", "inspect.currentframe"),
+        ("import gc\nobjs = gc.get_objects()", "gc.get_objects"),
+        ("try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    f = e.__traceback__.tb_frame", "tb_frame"),
+    ],
+)
+def test_reaching_into_nbrefine_or_the_sandbox_changes_the_checks(candidate, said):
+    why = reason("x = 1", candidate + "\nx = 1")
+    assert said in why, why
+
+
+def test_what_the_original_cell_already_did_is_not_held_against_the_candidate():
+    original = "import gc\ngc.collect()\nobjs = gc.get_objects()\nn = len(objs) + missing"
+    assert reason(original, original.replace(" + missing", "")) == ""
+
+
+def test_the_trial_outcome_counts_its_suspect_and_the_checks_it_ran():
+    gate = Gate("x = 1", 2)
+    assert gate("x = 2", TrialOutcome("passed", checks_total=2)) == ""
+    assert gate("x = 2", TrialOutcome("passed", checks_total=1)) == "the trial ran 1 of its 2 checks"
+    flagged = TrialOutcome("passed", checks_total=2, suspect="`assert x == 1` compares a Weird")
+    assert gate("x = 2", flagged) == "the trial flagged its pass: `assert x == 1` compares a Weird"
+
+
+def test_ipython_syntax_is_transformed_before_it_is_read():
+    gate = Gate("%time total = sum(value)", transform=lambda code: code.replace("%time ", ""))
+    assert gate("%time total = sum(values)", PASSED) == ""
+
+
+# --------------------------------------------------------------------------- names and fingerprints
+
+
+def test_names_read_by_the_code_and_its_checks_in_order():
+    code = "items.append(3)\nlast = items[-1]\ndef f():\n    return helper(limit)\nout = f()"
+    assert names_read(code, ["assert last == expected"]) == ["items", "helper", "limit", "expected"]
+    assert names_read("x = (") is None
+
+
+def test_fingerprints_follow_content_not_identity():
+    frame = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+    namespace = {"items": [1, 2], "arr": np.arange(6), "df": frame, "np": np, "gen": (i for i in [])}
+    first = _nbrefine_fingerprints(namespace, ["items", "arr", "df", "np", "gen", "missing"], 1 << 20)
+    assert first["np"] == "module:numpy" and first["missing"] == "absent"
+    assert first["gen"].startswith("unknown")
+    namespace["items"] = [1, 2]  # another object, the same content
+    namespace["df"] = frame.copy()
+    assert _nbrefine_fingerprints(namespace, ["items", "df"], 1 << 20) == {
+        "items": first["items"],
+        "df": first["df"],
+    }
+    namespace["arr"][0] = 99  # mutated in place
+    namespace["items"].append(3)
+    later = _nbrefine_fingerprints(namespace, ["items", "arr"], 1 << 20)
+    assert later["items"] != first["items"] and later["arr"] != first["arr"]
+    big = _nbrefine_fingerprints({"big": np.zeros(1 << 18)}, ["big"], 1 << 20)
+    assert big["big"] == "unknown: larger than 1 MiB"
+
+
+def test_fingerprints_follow_the_globals_a_function_reads():
+    namespace: dict = {"rate": 0.2}
+    exec("def net(price):\n    return price * (1 - rate)", namespace)
+    before = _nbrefine_fingerprints(namespace, ["net"], 1 << 20)
+    assert set(before) == {"net", "rate"}
+    namespace["rate"] = 0.3
+    assert changed_names(before, _nbrefine_fingerprints(namespace, ["net"], 1 << 20)) == ["rate"]
+
+
+def test_changed_names():
+    assert changed_names({"a": "1", "b": "2"}, {"a": "1", "b": "2"}) == []
+    assert changed_names({"a": "1", "b": "2"}, {"a": "1", "b": "3"}) == ["b"]
+    assert changed_names({"g": "unknown: TypeError"}, {"g": "unknown: TypeError"}) == ["g"]
+    assert changed_names(None, {"a": "1"}) is None
+
+
+def test_fingerprints_are_taken_in_a_real_trial_and_match_across_forks():
+    namespace = {"items": [1, 2], "arr": np.arange(4)}
+    runner = LiveForkRunner(namespace, Redactor(environ={}))
+    first = fingerprints_of(runner.run, ["items", "arr"])
+    assert first == _nbrefine_fingerprints(namespace, ["items", "arr"], 256 << 20)
+    namespace["items"].append(3)
+    assert changed_names(first, fingerprints_of(runner.run, ["items", "arr"])) == ["items"]
+    assert fingerprint_spec(["items"]).label == "fingerprint"
+    assert read_fingerprints(TrialOutcome("failed")) is None
