@@ -119,7 +119,9 @@ def main() -> None:
         os._exit(70)
     code = 0
     try:
-        _trial_child(result_fd, spec, namespace, meta["redactor"], meta["options"], meta["scratch"])
+        _trial_child(
+            result_fd, spec, namespace, meta["redactor"], meta["options"], meta["scratch"], meta["token"]
+        )
     except BaseException:
         code = 70
     finally:

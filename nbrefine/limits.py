@@ -8,11 +8,20 @@ streams are private and before the candidate runs. The layers, in the order appl
    only; inherited files open for writing are reopened read-only. Nothing is shut down, so
    the kernel's own handles are untouched; a candidate just cannot write through them.
 2. **rlimits**: CPU seconds, address-space growth, file size, open files, processes.
-3. **netns**: a new, empty network namespace (``unshare``): not even loopback is reachable.
-4. **seccomp**: a BPF filter refusing new processes and ``exec`` (threads stay allowed).
-5. **landlock**: writes only beneath the trial's scratch folder; signals and abstract
-   unix sockets scoped to the trial (it cannot kill the kernel).
-6. **audit hook**: Python-level refusals with clear messages (connect, subprocess, exec,
+3. **private mappings**: every shared mapping the trial inherited (``np.memmap``, ``mmap``,
+   ``SharedMemory``, of any size and any protection) is replaced at the same address by a
+   copy-on-write mapping of the same file, so no write can reach the original pages.
+4. **netns** (and a user and mount namespace): a new, empty network namespace, not even
+   loopback; the scratch folder becomes a size-limited tmpfs of the trial's own.
+5. **no secrets**: environment values the redactor calls secret are removed, and the
+   process's initial environment block (``/proc/self/environ``) is wiped.
+6. **seccomp**: a BPF filter: any other syscall ABI (``int 0x80``, x32) kills the trial; no
+   new processes or ``exec`` (threads stay allowed); no unix sockets with a path or other
+   non-IP sockets; no ``io_uring``; calls aimed at another process are refused.
+7. **landlock**: writes only beneath the trial's scratch folder; credential files (home
+   dotfiles, the kernel's connection file) and other processes' ``/proc`` entries are
+   unreadable; signals and abstract unix sockets scoped to the trial.
+8. **audit hook**: Python-level refusals with clear messages (connect, subprocess, exec,
    writes/deletes/renames outside scratch, kill) — the portable last line.
 
 Linux-only layers report themselves unavailable elsewhere. No IPython import.
@@ -33,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PolicyRefusal", "TrialPolicy", "harden"]
+__all__ = ["HOME_SECRETS", "PolicyRefusal", "TrialPolicy", "harden", "secret_paths"]
 
 
 class PolicyRefusal(PermissionError):
@@ -55,7 +64,8 @@ class TrialPolicy:
     cpu_s: float | None = None  # None: the trial's wall-clock timeout, plus one second
     file_size_mb: int = 64
     open_files: int = 1024
-    max_processes: int = 64  # when subprocesses are allowed
+    max_processes: int = 64  # processes and threads of the trial's user (RLIMIT_NPROC)
+    scratch_mb: int = 512  # total size of everything written into the scratch folder
     allow_network: bool = False
     allow_subprocess: bool = False
     allow_writes: bool = False  # writes outside the scratch folder
@@ -121,6 +131,13 @@ def _set_limit(kind: int, soft: int, headroom: int = 0) -> None:
     resource.setrlimit(kind, (soft, new_hard))
 
 
+def _threads_now() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
 def _apply_rlimits(policy: TrialPolicy, timeout_s: float) -> bool:
     cpu = policy.cpu_s if policy.cpu_s is not None else timeout_s + 1
     _set_limit(resource.RLIMIT_CPU, max(int(cpu + 0.999), 1), headroom=2)
@@ -130,9 +147,10 @@ def _apply_rlimits(policy: TrialPolicy, timeout_s: float) -> bool:
     _set_limit(resource.RLIMIT_FSIZE, policy.file_size_mb * 1024 * 1024)
     with contextlib.suppress(OSError, ValueError):
         _set_limit(resource.RLIMIT_NOFILE, policy.open_files)
-    if policy.allow_subprocess:
-        with contextlib.suppress(OSError, ValueError):
-            _set_limit(resource.RLIMIT_NPROC, policy.max_processes)
+    # Every trial, not only with --allow-subprocess (threads count too). The kernel does not
+    # apply it to root; there, seccomp (no processes unless allowed) is what holds.
+    with contextlib.suppress(OSError, ValueError):
+        _set_limit(resource.RLIMIT_NPROC, policy.max_processes + _threads_now())
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate leaves no core file
     return True
 
@@ -140,21 +158,29 @@ def _apply_rlimits(policy: TrialPolicy, timeout_s: float) -> bool:
 # --------------------------------------------------------------------------- 3. network
 
 
+_CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 
 
 def _libc() -> Any:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _unshare_network() -> bool:
-    """A new, empty network namespace, inside a new user namespace even for root: that also
-    drops every capability the process had over the host (no reboot, no raising limits)."""
+def _enter_namespaces(*, network: bool) -> tuple[bool, bool]:
+    """A new user namespace (even for root: that drops every capability the process had over
+    the host: no reboot, no raising limits) with a new mount namespace and, unless the
+    network is allowed, a new empty network namespace. Returns (network cut, mounts private)."""
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        return bool(uid == 0 and libc.unshare(_CLONE_NEWNET) == 0)
+    flags = _CLONE_NEWUSER | _CLONE_NEWNS | (0 if network else _CLONE_NEWNET)
+    if libc.unshare(flags) != 0:
+        if uid != 0:
+            return False, False
+        # No user namespaces here: root can still take the others directly.
+        ok = libc.unshare(flags & ~_CLONE_NEWUSER) == 0
+        return ok and not network, ok
     # Map ourselves so that files we create are owned by us, not by the overflow id.
     with contextlib.suppress(OSError):
         with open("/proc/self/setgroups", "w") as setgroups:
@@ -163,49 +189,142 @@ def _unshare_network() -> bool:
             uid_map.write(f"{uid} {uid} 1")
         with open("/proc/self/gid_map", "w") as gid_map:
             gid_map.write(f"{gid} {gid} 1")
-    return True
+    return not network, True
+
+
+def _mount_scratch(scratch: str, size_mb: int) -> bool:
+    """Make the scratch folder a tmpfs of at most ``size_mb`` in this process's own mount
+    namespace: the per-file rlimit alone let one trial fill the disk with many files."""
+    libc = _libc()
+    if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        return False
+    options = f"size={max(size_mb, 1)}m,mode=0700".encode()
+    return bool(libc.mount(b"tmpfs", os.fsencode(scratch), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0)
 
 
 # --------------------------------------------------------------------------- shared memory
 
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
 _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS = 0x02, 0x10, 0x20
-_MAX_PRIVATE_COPY = 256 << 20
+_MREMAP_MAYMOVE, _MREMAP_FIXED = 1, 2
+
+
+class _Mapping:
+    """One line of /proc/self/maps."""
+
+    def __init__(self, line: str) -> None:
+        fields = line.split(maxsplit=5)
+        self.start, self.end = (int(part, 16) for part in fields[0].split("-"))
+        self.perms = fields[1]
+        self.offset = int(fields[2], 16)
+        self.path = fields[5].rstrip("\n") if len(fields) > 5 else ""
+
+    @property
+    def shared(self) -> bool:
+        return self.perms[3] == "s"
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    @property
+    def prot(self) -> int:
+        return (
+            (_PROT_READ if self.perms[0] == "r" else 0)
+            | (_PROT_WRITE if self.perms[1] == "w" else 0)
+            | (_PROT_EXEC if self.perms[2] == "x" else 0)
+        )
+
+
+def _mmap_fn(libc: Any) -> Any:
+    libc.mmap.restype = ctypes.c_void_p
+    size, void_p, c_int = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int
+    libc.mmap.argtypes = [void_p, size, c_int, c_int, c_int, ctypes.c_long]
+    libc.mremap.restype = void_p
+    libc.mremap.argtypes = [void_p, size, size, c_int, void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def _open_backing_file(mapping: _Mapping) -> int | None:
+    """A read-only fd on the file behind a shared mapping: its path, or (for deleted files,
+    memfds, shared memory and anonymous shared memory) the kernel's map_files link."""
+    candidates = []
+    if mapping.path.startswith("/") and not mapping.path.endswith(" (deleted)"):
+        candidates.append(mapping.path)
+    candidates.append(f"/proc/self/map_files/{mapping.start:x}-{mapping.end:x}")
+    for path in candidates:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        if os.fstat(fd).st_size >= mapping.offset + mapping.length or path.startswith("/proc/"):
+            return fd
+        os.close(fd)
+    return None
+
+
+def _remap_private(libc: Any, mapping: _Mapping) -> bool:
+    """Replace a shared mapping by a copy-on-write one of the same pages, at the same address.
+
+    A private mapping of the same file shows the same content (shared mappings ARE the page
+    cache) and costs no copy; writes, even after ``mprotect``, go to the trial's own pages."""
+    fd = _open_backing_file(mapping)
+    if fd is not None:
+        try:
+            flags = _MAP_PRIVATE | _MAP_FIXED
+            placed = libc.mmap(mapping.start, mapping.length, mapping.prot, flags, fd, mapping.offset)
+            if placed == mapping.start:
+                return True
+        finally:
+            os.close(fd)
+    # No file to map privately: copy the content into fresh private memory and move it over.
+    flags = _MAP_PRIVATE | _MAP_ANONYMOUS
+    copy = libc.mmap(None, mapping.length, _PROT_READ | _PROT_WRITE, flags, -1, 0)
+    if copy in (None, ctypes.c_void_p(-1).value):
+        return False
+    if mapping.perms[0] == "r":
+        ctypes.memmove(copy, mapping.start, mapping.length)
+    libc.mprotect(ctypes.c_void_p(copy), mapping.length, mapping.prot)
+    moved = libc.mremap(copy, mapping.length, mapping.length, _MREMAP_MAYMOVE | _MREMAP_FIXED, mapping.start)
+    return bool(moved == mapping.start)
 
 
 def _privatize_shared_mappings() -> bool:
-    """Writable shared mappings (``mmap``, ``np.memmap(mode="r+")``, shared memory) survive a
-    fork and would let a trial write into the kernel's memory and files. Replace each with a
-    private copy at the same address (too large ones become read-only)."""
-    libc = _libc()
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    """Shared mappings (``mmap``, ``np.memmap``, ``SharedMemory``) survive a fork and would let a
+    trial write into the kernel's memory and files, if only after ``mprotect``-ing them
+    writable again. Replace every one, whatever its size and protection, by a private one;
+    one that cannot be replaced is unmapped (touching it then crashes the trial, visibly)."""
+    libc = _mmap_fn(_libc())
     with open("/proc/self/maps") as maps:
-        entries = [line.split() for line in maps]
-    for fields in entries:
-        perms = fields[1]
-        if perms[3] != "s" or perms[1] != "w":
+        mappings = [_Mapping(line) for line in maps]
+    for mapping in mappings:
+        if not mapping.shared:
             continue
-        start, end = (int(part, 16) for part in fields[0].split("-"))
-        length = end - start
-        prot = _PROT_READ | _PROT_WRITE | (_PROT_EXEC if perms[2] == "x" else 0)
-        if length > _MAX_PRIVATE_COPY or perms[0] != "r":
-            libc.mprotect(start, length, _PROT_READ if perms[0] == "r" else 0)
-            continue
-        content = ctypes.string_at(start, length)
-        flags = _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_FIXED
-        if libc.mmap(start, length, prot, flags, -1, 0) != start:
-            libc.mprotect(start, length, _PROT_READ)
-            continue
-        ctypes.memmove(start, content, length)
+        if not _remap_private(libc, mapping):
+            libc.munmap(mapping.start, mapping.length)
+    return True
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def _wipe_environment(is_secret: Callable[[str, str], bool] | None) -> bool:
+    """Nothing to steal: secret environment values leave ``os.environ`` (and the C environment),
+    and the initial environment block that ``/proc/self/environ`` shows is zeroed."""
+    if is_secret is not None:
+        for name, value in list(os.environ.items()):
+            if is_secret(name, value):
+                del os.environ[name]  # also unsetenv()
+    try:
+        with open("/proc/self/stat") as stat_file:
+            fields = stat_file.read().rsplit(")", 1)[1].split()
+        # fields[0] is field 3 (state) of proc(5); env_start and env_end are fields 50 and 51.
+        env_start, env_end = int(fields[47]), int(fields[48])
+    except (OSError, IndexError, ValueError):
+        return False
+    if 0 < env_start < env_end:
+        ctypes.memset(env_start, 0, env_end - env_start)
     return True
 
 
@@ -216,6 +335,8 @@ _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
+_RET_KILL_PROCESS = 0x80000000
+_X32_SYSCALL_BIT = 0x40000000
 _EPERM, _ENOSYS = 1, 38
 _CLONE_THREAD = 0x00010000
 
@@ -240,6 +361,10 @@ _SYSCALLS = {
         "setpriority": 141, "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142,
         "sched_setattr": 314, "prlimit64": 302, "ioprio_set": 251, "migrate_pages": 256,
         "move_pages": 279, "kill": 62, "tkill": 200, "tgkill": 234,
+        "socket": 41, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "setsid": 112, "setpgid": 109, "process_madvise": 440, "process_mrelease": 448,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+        "fspick": 433, "mount_setattr": 442,
     },
     "aarch64": {
         "clone": 220, "clone3": 435, "execve": 221, "execveat": 281,
@@ -258,6 +383,10 @@ _SYSCALLS = {
         "setpriority": 140, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118,
         "sched_setattr": 274, "prlimit64": 261, "ioprio_set": 30, "migrate_pages": 238,
         "move_pages": 239, "kill": 129, "tkill": 130, "tgkill": 131,
+        "socket": 198, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "setsid": 157, "setpgid": 154, "process_madvise": 440, "process_mrelease": 448,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+        "fspick": 433, "mount_setattr": 442,
     },
 }  # fmt: skip
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -272,7 +401,15 @@ _DENY_ALWAYS = (
     "name_to_handle_at", "userfaultfd", "syslog", "vhangup", "iopl", "ioperm",
     "chown", "fchown", "lchown", "fchownat",
     "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "process_madvise", "process_mrelease", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
+    "fspick", "mount_setattr",
 )  # fmt: skip
+# Calls that make the kernel do syscalls on the trial's behalf, outside this filter's view:
+# ENOSYS, so that libraries fall back to plain system calls.
+_DENY_NOT_IMPLEMENTED = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+# With subprocesses allowed, they stay in the trial's process group, where they are killed.
+_DENY_WITH_PROCESSES = ("setsid", "setpgid")
+_AF_INET, _AF_INET6 = 2, 10
 # File metadata: Landlock does not cover it, so it goes unless writes are allowed.
 _DENY_UNLESS_WRITES = (
     "chmod",
@@ -287,9 +424,15 @@ _DENY_UNLESS_WRITES = (
 _DENY_UNLESS_PROCESSES = ("fork", "vfork", "execve", "execveat")
 # Calls aimed at a process: allowed for this process (0 or its own pid) only. name -> pid argument.
 _OWN_PROCESS_ONLY = {
-    "setpriority": 1, "sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0,
-    "sched_setattr": 0, "prlimit64": 0, "ioprio_set": 1, "migrate_pages": 0, "move_pages": 0,
-    "kill": 0, "tkill": 0, "tgkill": 0,
+    "prlimit64": 0, "migrate_pages": 0, "move_pages": 0, "kill": 0, "tkill": 0, "tgkill": 0,
+}  # fmt: skip
+# Scheduling calls: a filter sees process ids, not which thread ids are the trial's own (libzmq
+# sets its own I/O threads' scheduling by thread id). Aimed at anything but 0 or the trial's pid
+# they succeed without doing anything, which is harmless for a trial and keeps such libraries
+# working. setpriority is allowed for PRIO_PROCESS only (PRIO_USER 0 would renice the kernel).
+_SCHEDULING = {
+    "sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0, "sched_setattr": 0,
+    "ioprio_set": 1, "setpriority": 1,
 }  # fmt: skip
 
 
@@ -297,43 +440,75 @@ def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-_LD_W_ABS, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
+
+
+def _arg_low(index: int) -> int:
+    return 16 + 8 * index  # low word of args[index] (little endian)
+
+
+def _one_of(number: int, values: Iterable[int], *, then: int, otherwise: int) -> list[bytes]:
+    """If the syscall is ``number``: return ``then`` when the loaded argument is in ``values``,
+    else ``otherwise``. Expects the argument to be loaded by the caller's first instruction."""
+    values = list(values)
+    body = [_bpf(_JEQ, len(values) - index, 0, value) for index, value in enumerate(values)]
+    return [*body, _bpf(_RET, 0, 0, otherwise), _bpf(_RET, 0, 0, then)]
+
+
+def _if_syscall(number: int, block: list[bytes]) -> list[bytes]:
+    """Run ``block`` (which always returns) for syscall ``number``; then reload the number."""
+    return [_bpf(_JEQ, 0, len(block), number), *block]
 
 
 def _seccomp_program(machine: str, policy: TrialPolicy, own_pid: int) -> bytes:
     table = _SYSCALLS[machine]
-    deny, allow = _RET_ERRNO | _EPERM, _RET_ALLOW
+    deny, allow, kill = _RET_ERRNO | _EPERM, _RET_ALLOW, _RET_KILL_PROCESS
+    pretend = _RET_ERRNO | 0  # "success", without doing anything
+    load_nr = _bpf(_LD_W_ABS, 0, 0, _NR)
+    # Another ABI (int 0x80 on x86_64, AArch32 on arm64) has other numbers: never let it in.
+    program = [_bpf(_LD_W_ABS, 0, 0, _ARCH), _bpf(_JEQ, 1, 0, _AUDIT_ARCH[machine]), _bpf(_RET, 0, 0, kill)]
+    program.append(load_nr)
+    if machine == "x86_64":  # the x32 ABI: the same entry point, numbers with bit 30 set
+        program += [_bpf(_JGE, 0, 1, _X32_SYSCALL_BIT), _bpf(_RET, 0, 0, kill)]
     names = list(_DENY_ALWAYS)
     if not policy.allow_writes:
         names += _DENY_UNLESS_WRITES
-    if not policy.allow_subprocess:
-        names += _DENY_UNLESS_PROCESSES
-    body = [_bpf(_LD_W_ABS, 0, 0, 0)]  # the syscall number
+    names += _DENY_WITH_PROCESSES if policy.allow_subprocess else _DENY_UNLESS_PROCESSES
     for number in sorted({table[name] for name in names if name in table}):
-        body += [_bpf(_JEQ, 0, 1, number), _bpf(_RET, 0, 0, deny)]
+        program += [_bpf(_JEQ, 0, 1, number), _bpf(_RET, 0, 0, deny)]
+    for name in _DENY_NOT_IMPLEMENTED:
+        program += [_bpf(_JEQ, 0, 1, table[name]), _bpf(_RET, 0, 0, _RET_ERRNO | _ENOSYS)]
+    if not policy.allow_network:
+        # Only IP sockets, which the empty network namespace leaves nowhere to go; no unix
+        # sockets with a path (the kernel's ipc channels, docker.sock, D-Bus), netlink, vsock...
+        # socketpair stays: a connected pair reaches nothing (asyncio needs it).
+        block = [_bpf(_LD_W_ABS, 0, 0, _arg_low(0))]
+        block += _one_of(table["socket"], (_AF_INET, _AF_INET6), then=allow, otherwise=deny)
+        program += _if_syscall(table["socket"], block)
     if not policy.allow_subprocess:
         # clone3 hides its flags in memory: answer ENOSYS so that libc falls back to clone;
         # clone itself: threads (CLONE_THREAD) are fine, new processes are not.
-        body += [_bpf(_JEQ, 0, 1, table["clone3"]), _bpf(_RET, 0, 0, _RET_ERRNO | _ENOSYS)]
-        body += [
-            _bpf(_JEQ, 0, 4, table["clone"]),
-            _bpf(_LD_W_ABS, 0, 0, 16),  # low word of args[0]
-            _bpf(_JSET, 1, 0, _CLONE_THREAD),
-            _bpf(_RET, 0, 0, deny),
-            _bpf(_RET, 0, 0, allow),
-        ]
+        program += [_bpf(_JEQ, 0, 1, table["clone3"]), _bpf(_RET, 0, 0, _RET_ERRNO | _ENOSYS)]
+        block = [_bpf(_LD_W_ABS, 0, 0, _arg_low(0)), _bpf(_JSET, 1, 0, _CLONE_THREAD)]
+        block += [_bpf(_RET, 0, 0, deny), _bpf(_RET, 0, 0, allow)]
+        program += _if_syscall(table["clone"], block)
     for name, argument in _OWN_PROCESS_ONLY.items():
-        body += [
-            _bpf(_JEQ, 0, 5, table[name]),
-            _bpf(_LD_W_ABS, 0, 0, 16 + 8 * argument),
-            _bpf(_JEQ, 2, 0, 0),
-            _bpf(_JEQ, 1, 0, own_pid),
-            _bpf(_RET, 0, 0, deny),
-            _bpf(_RET, 0, 0, allow),
-        ]
-    body.append(_bpf(_RET, 0, 0, allow))
-    head = [_bpf(_LD_W_ABS, 0, 0, 4), _bpf(_JEQ, 1, 0, _AUDIT_ARCH[machine]), _bpf(_RET, 0, 0, allow)]
-    return b"".join(head + body)
+        block = [_bpf(_LD_W_ABS, 0, 0, _arg_low(argument))]
+        block += _one_of(table[name], (0, own_pid), then=allow, otherwise=deny)
+        if name == "tgkill":  # tgkill(tgid, tid, sig): any thread of our own thread group
+            block = [_bpf(_LD_W_ABS, 0, 0, _arg_low(0))]
+            block += _one_of(table[name], (own_pid,), then=allow, otherwise=deny)
+        program += _if_syscall(table[name], block)
+    for name, argument in _SCHEDULING.items():
+        block = []
+        if name == "setpriority":  # setpriority(which, who, prio): PRIO_PROCESS (0) only
+            block += [_bpf(_LD_W_ABS, 0, 0, _arg_low(0)), _bpf(_JEQ, 1, 0, 0), _bpf(_RET, 0, 0, deny)]
+        block += [_bpf(_LD_W_ABS, 0, 0, _arg_low(argument))]
+        block += _one_of(table[name], (0, own_pid), then=allow, otherwise=pretend)
+        program += _if_syscall(table[name], block)
+    program.append(_bpf(_RET, 0, 0, allow))
+    return b"".join(program)
 
 
 def _install_seccomp(policy: TrialPolicy) -> bool:
@@ -356,13 +531,79 @@ def _install_seccomp(policy: TrialPolicy) -> bool:
 # --------------------------------------------------------------------------- 5. landlock
 
 _SYS_LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+_LL_EXECUTE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 2, 1 << 3
 _LL_WRITE = (1 << 1) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11)
 _LL_WRITE |= 1 << 12  # MAKE_SYM
 _LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14
+_LL_FILE_ONLY = _LL_EXECUTE | (1 << 1) | _LL_READ_FILE | _LL_TRUNCATE  # rights a rule on a file may carry
 _LL_SCOPE_ABSTRACT_UNIX, _LL_SCOPE_SIGNAL = 1 << 0, 1 << 1
+_MAX_READ_RULES = 20_000
+
+# Where credentials live, relative to a home folder: unreadable in a trial.
+HOME_SECRETS = (
+    ".netrc", ".ssh", ".aws", ".azure", ".kube", ".docker/config.json", ".gnupg", ".pgpass", ".my.cnf",
+    ".git-credentials", ".npmrc", ".pypirc", ".boto", ".s3cfg", ".config/gcloud", ".config/gh",
+    ".local/share/jupyter/runtime", ".ipython/profile_default/security", ".anthropic", ".openai",
+)  # fmt: skip
 
 
-def _landlock(scratch: str, *, confine_writes: bool) -> bool:
+def secret_paths(extra: Iterable[str] = ()) -> list[str]:
+    """Files a trial must not read: home credential files, ``.env`` files in the working folder
+    and its parents, and ``extra`` (the adapter adds the kernel's connection file)."""
+    homes = {os.path.expanduser("~")}
+    with contextlib.suppress(KeyError, ImportError):
+        import pwd
+
+        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
+    paths = [os.path.join(home, rel) for home in homes if home and home != "/" for rel in HOME_SECRETS]
+    folder = os.getcwd()
+    while True:
+        with contextlib.suppress(OSError):
+            paths += [
+                os.path.join(folder, name)
+                for name in os.listdir(folder)
+                if name == ".env" or name.startswith(".env.") or name.endswith(".env")
+            ]
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    paths += list(extra)
+    return sorted({os.path.realpath(path) for path in paths if os.path.lexists(path)})
+
+
+def _read_rules(hidden: list[str]) -> list[tuple[str, int]]:
+    """Landlock only grants: to hide a few paths, grant reading on everything else, splitting
+    each folder on the way to a hidden path into its entries. Listing folders stays allowed
+    everywhere; in /proc only the trial's own entry (and no other process's) is readable."""
+    own = str(os.getpid())
+    rules: list[tuple[str, int]] = [("/", _LL_READ_DIR)]
+
+    def grant(path: str) -> None:
+        rules.append((path, _LL_READ_FILE))
+
+    def walk(folder: str) -> None:
+        inside = [h for h in hidden if h.startswith(folder.rstrip("/") + "/")]
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(folder, name)
+            if path in hidden or (folder == "/proc" and name.isdigit() and name != own):
+                continue
+            if any(h.startswith(path + "/") for h in inside) or path == "/proc":
+                walk(path)
+            else:
+                grant(path)
+            if len(rules) > _MAX_READ_RULES:
+                raise OSError("too many entries on the way to a hidden path")
+
+    walk("/")
+    return rules
+
+
+def _landlock(scratch: str, *, confine_writes: bool, hidden: list[str]) -> bool:
     numbers = _SYS_LANDLOCK.get(platform.machine())
     if numbers is None or not sys.platform.startswith("linux"):
         return False
@@ -376,6 +617,10 @@ def _landlock(scratch: str, *, confine_writes: bool) -> bool:
         handled |= _LL_REFER
     if confine_writes and abi >= 3:
         handled |= _LL_TRUNCATE
+    rules: list[tuple[str, int]] = []
+    with contextlib.suppress(OSError):
+        rules = _read_rules(hidden)
+        handled |= _LL_READ_FILE | _LL_READ_DIR
     scoped = _LL_SCOPE_ABSTRACT_UNIX | _LL_SCOPE_SIGNAL if abi >= 6 else 0
     if not handled and not scoped:
         return False
@@ -383,13 +628,20 @@ def _landlock(scratch: str, *, confine_writes: bool) -> bool:
     ruleset = libc.syscall(create, ctypes.c_char_p(attr), len(attr), 0)
     if ruleset < 0:
         return False
+    rules += [(scratch, handled), ("/dev/null", (1 << 1) | _LL_READ_FILE)]
     try:
-        if handled:
-            for path, access in ((scratch, handled), ("/dev/null", 1 << 1)):
-                fd = os.open(path, os.O_PATH)
-                rule = struct.pack("=Qi", access & handled, fd)
-                libc.syscall(add_rule, ruleset, 1, ctypes.c_char_p(rule), 0)
-                os.close(fd)
+        for path, access in rules:
+            try:
+                # Never through a symlink: one to a folder holding a hidden path (pytest's
+                # "…current" links, a ~/link to ~/.ssh) would grant all of it.
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                access &= _LL_FILE_ONLY
+            rule = struct.pack("=Qi", access & handled, fd)
+            libc.syscall(add_rule, ruleset, 1, ctypes.c_char_p(rule), 0)
+            os.close(fd)
         libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         return bool(libc.syscall(restrict, ruleset, 0) == 0)
     finally:
@@ -476,30 +728,48 @@ def _make_audit_hook(policy: TrialPolicy, scratch: str) -> Callable[[str, tuple[
 # --------------------------------------------------------------------------- all together
 
 
-def harden(policy: TrialPolicy, scratch: str, *, timeout_s: float, keep_fds: Iterable[int] = ()) -> list[str]:
-    """Apply every layer that this system supports; return the names of those now active."""
+def harden(
+    policy: TrialPolicy,
+    scratch: str,
+    *,
+    timeout_s: float,
+    keep_fds: Iterable[int] = (),
+    hidden_paths: Iterable[str] = (),
+    is_secret_env: Callable[[str, str], bool] | None = None,
+) -> list[str]:
+    """Apply every layer that this system supports; return the names of those now active.
+
+    ``hidden_paths`` are made unreadable besides :func:`secret_paths`; ``is_secret_env(name,
+    value)`` says which environment variables to remove."""
     active: list[str] = []
     linux = sys.platform.startswith("linux")
+    hidden = secret_paths(hidden_paths) if linux else []  # before the mount namespace hides scratch
     if linux and _scrub_inherited_fds(keep_fds):
         active.append("fd-hygiene")
     with contextlib.suppress(OSError, ValueError):
         if _apply_rlimits(policy, timeout_s):
             active.append("rlimits")
-    if linux and not policy.allow_network:
-        with contextlib.suppress(OSError, AttributeError):
-            if _unshare_network():
-                active.append("netns")
-    if linux:
+    if linux:  # before the user namespace: map_files needs the capabilities it drops
         with contextlib.suppress(OSError, ValueError, AttributeError):
             if _privatize_shared_mappings():
                 active.append("private-mappings")
+    if linux:
+        with contextlib.suppress(OSError, AttributeError):
+            network_cut, mounts = _enter_namespaces(network=policy.allow_network)
+            if network_cut:
+                active.append("netns")
+            if mounts and _mount_scratch(scratch, policy.scratch_mb):
+                active.append("scratch-quota")
+    with contextlib.suppress(OSError, ValueError):
+        if _wipe_environment(is_secret_env):
+            active.append("no-secrets")
     if linux:
         with contextlib.suppress(OSError, AttributeError, KeyError):
             if _install_seccomp(policy):
                 active.append("seccomp")
     if linux:
         with contextlib.suppress(OSError, AttributeError):
-            if _landlock(scratch, confine_writes=not policy.allow_writes):
+            if _landlock(scratch, confine_writes=not policy.allow_writes, hidden=hidden):
                 active.append("landlock")
     sys.addaudithook(_make_audit_hook(policy, scratch))
     active.append("audit-hook")

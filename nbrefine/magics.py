@@ -18,6 +18,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ._config import Refine
 from ._errors import NbrefineError, SandboxError
+from ._kernel_secrets import connection_paths, forget_kernel_secrets
 from .auto import AutoMode
 from .capture import Failure, capture_failure, top_level_statements
 from .context import Redactor, summarize_names
@@ -446,10 +447,11 @@ class RefineMagics(Magics):
             if session is not None:
                 session.send = lambda *args, **kwargs: None
             publisher = getattr(shell, "display_pub", None)
+            forget_kernel_secrets()
             if publisher is not None:
                 publisher.publish = lambda data, *args, **kwargs: print(data.get("text/plain", ""))
 
-        return SandboxOptions(child_setup=cut_off_from_the_kernel)
+        return SandboxOptions(child_setup=cut_off_from_the_kernel, hidden_paths=connection_paths())
 
     def _failures(
         self, result: Any, cell: str, namespace: dict[str, Any], redactor: Redactor, checks: tuple[str, ...]

@@ -25,6 +25,7 @@ import contextlib
 import faulthandler
 import functools
 import gc
+import importlib.abc
 import inspect
 import io
 import linecache
@@ -169,6 +170,9 @@ class SandboxOptions:
 
     child_setup: Callable[[], None] = _no_setup
     harden: bool = True
+    #: files trials must not read besides the usual credential files (the adapter adds the
+    #: kernel's connection file)
+    hidden_paths: tuple[str, ...] = ()
     output_cap: int = _OUTPUT_CAP
     flood_limit: int = _FLOOD_LIMIT
 
@@ -218,11 +222,11 @@ _ALLOWED_GLOBALS = frozenset(
         ("nbrefine.capture", "Failure"),
         ("nbrefine.capture", "FrameInfo"),
         ("nbrefine.context", "ValueSummary"),
-        *(("builtins", name) for name in ("tuple", "list", "dict", "set", "frozenset", "str", "bytes")),
-        *(("builtins", name) for name in ("int", "float", "bool", "complex")),
     }
 )
-_MAX_UNTRUSTED_MESSAGE = 256 << 20
+# No callables from builtins: the containers and numbers an outcome holds have opcodes of their
+# own, while ``builtins.bytes(2**31)`` in a 40-byte pickle allocated 2 GiB where it was read.
+_MAX_UNTRUSTED_MESSAGE = 32 << 20
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -320,10 +324,17 @@ def _kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
-def _collect(pid: int, read_fd: int, timeout_s: float) -> tuple[str, Any]:
-    """Read one result from a child; ("ok", value) or (status, detail)."""
+def _collect(pid: int, read_fd: int, timeout_s: float, token: bytes | None = None) -> tuple[str, Any]:
+    """Read one result from a child; ("ok", value) or (status, detail).
+
+    With a ``token``, the child's message must be ``(token, value)``: a report forged by the
+    candidate (written blindly into every pipe it holds) is refused."""
     try:
         value = _read_msg(read_fd, time.monotonic() + timeout_s)
+        if token is not None:
+            if not (isinstance(value, tuple) and len(value) == 2 and value[0] == token):
+                raise pickle.UnpicklingError("it did not come from the trial's own reporter")
+            value = value[1]
     except TimeoutError:
         _kill_group(pid)
         _reap(pid, _EXIT_GRACE_S)
@@ -367,27 +378,30 @@ def _reap_finished() -> None:
             _UNREAPED.remove(pid)
 
 
-def call_in_fork(fn: Callable[[], R], timeout_s: float = 2.0) -> R:
+def call_in_fork(fn: Callable[[], R], timeout_s: float = 2.0, *, hardened: bool = True) -> R:
     """Run ``fn`` in a throwaway fork of this process and return its (picklable) result.
 
-    Used to evaluate expressions that may have side effects without touching live state."""
+    Used to evaluate expressions that may have side effects (an assert operand that calls
+    ``charge(100)``) without touching live state: the fork is hardened like a trial, so those
+    side effects stay inside it too."""
     reason = fork_supported()
     if reason:
         raise SandboxError(f"cannot fork: {reason}")
 
-    def child(write_fd: int) -> None:
+    def child(write_fd: int, scratch: str) -> None:
         _enter_child()
+        if hardened:
+            harden(TrialPolicy(), scratch, timeout_s=timeout_s, keep_fds={write_fd})
         try:
             result: tuple[bool, object] = (True, fn())
         except Exception as err:
             result = (False, f"{type(err).__name__}: {err}")
         _write_msg(write_fd, result)
 
-    pid, read_fd = _fork(child)
-    status, value = _collect(pid, read_fd, timeout_s)
-    if status != "ok":
-        raise SandboxError(f"evaluation {status}: {value}")
-    ok, payload = value
+    collected = _run_in_scratch(lambda scratch: _fork(functools.partial(child, scratch=scratch)), timeout_s)
+    if collected.status != "ok":
+        raise SandboxError(f"evaluation {collected.status}: {collected.value}")
+    ok, payload = collected.value
     if not ok:
         raise SandboxError(str(payload))
     return payload  # type: ignore[no-any-return]
@@ -551,11 +565,98 @@ def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor
         return finish("interrupted", detail="KeyboardInterrupt")
     restore_builtins()
     check_failures = tuple(run_checks(spec.checks, namespace, redactor, run_unsafe=_direct))
-    return finish("failed" if check_failures else "passed", check_failures=check_failures)
+    if check_failures:
+        return finish("failed", check_failures=check_failures)
+    return finish("passed", suspect=_suspect_asserts(tree, spec.checks, namespace, filename))
+
+
+def _defined_in(value: object, filename: str) -> str | None:
+    """The name of ``value``'s class when the candidate (code compiled from ``filename``)
+    defined it or any method of it (``float`` subclass whose ``__eq__`` is always True)."""
+    for klass in type(value).__mro__:
+        for attribute in list(vars(klass).values()):
+            function = getattr(attribute, "__func__", attribute)
+            code = getattr(function, "__code__", None)
+            if code is not None and getattr(code, "co_filename", None) == filename:
+                return type(value).__name__
+    return None
+
+
+def _assert_operands(statements: Sequence[ast.stmt]) -> list[tuple[ast.Assert, list[ast.expr]]]:
+    """Asserts outside functions and classes, with the expressions they compare."""
+    found: list[tuple[ast.Assert, list[ast.expr]]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            return
+        if isinstance(node, ast.Assert):
+            test = node.test
+            operands = [test]
+            if isinstance(test, ast.Compare):
+                operands += [test.left, *test.comparators]
+            elif isinstance(test, ast.UnaryOp):
+                operands.append(test.operand)
+            found.append((node, operands))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in statements:
+        visit(statement)
+    return found
+
+
+def _suspect_asserts(
+    tree: ast.Module, checks: Sequence[str], namespace: dict[str, Any], filename: str
+) -> str:
+    """Why a pass cannot count as verified: a check whose operands are of a class the candidate
+    defined (they can compare equal to anything). Operands are evaluated again in this trial
+    process (after the pass), so their side effects stay here."""
+    statements: list[ast.stmt] = list(tree.body)
+    for check in checks:
+        with contextlib.suppress(SyntaxError):
+            statements += ast.parse(check).body
+    for node, operands in _assert_operands(statements):
+        for operand in operands:
+            if isinstance(operand, ast.Constant):
+                continue
+            try:
+                value = eval(compile(ast.Expression(operand), filename, "eval"), namespace)
+            except Exception:
+                continue
+            name = _defined_in(value, filename)
+            if name is not None:
+                shown = ast.unparse(node)[:120]
+                return f"`{shown}` compares an object of class {name}, which the candidate defined"
+    return ""
 
 
 def _no_input(*_args: object, **_kwargs: object) -> str:
     raise RuntimeError("input() is not available in a trial run")
+
+
+class _NoNbrefineInTrials(importlib.abc.MetaPathFinder):
+    """Candidate code may not import nbrefine (to patch the checks it is judged by)."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname == "nbrefine" or fullname.startswith("nbrefine."):
+            raise ImportError(f"{fullname} cannot be imported in a trial run")
+        return None
+
+
+def _hide_nbrefine() -> dict[str, Any]:
+    """Take nbrefine's modules out of ``sys.modules`` (this process keeps its own references)
+    and refuse new imports of them; returns what was taken, for :func:`_unhide_nbrefine`."""
+    hidden = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "nbrefine"}
+    for name in hidden:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _NoNbrefineInTrials())
+    return hidden
+
+
+def _unhide_nbrefine(hidden: dict[str, Any]) -> None:
+    # Pickling the report looks its classes up by module name.
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _NoNbrefineInTrials)]
+    sys.modules.update(hidden)
 
 
 def _trial_child(
@@ -565,6 +666,7 @@ def _trial_child(
     redactor: Redactor,
     options: SandboxOptions,
     scratch: str,
+    token: bytes,
 ) -> None:
     _enter_child()
     capture = open(os.path.join(scratch, ".trial-output"), "w+b")  # noqa: SIM115 - lives until os._exit
@@ -572,12 +674,15 @@ def _trial_child(
     os.dup2(capture.fileno(), 2)
 
     saved_builtins = dict(vars(builtins))
+    hidden: dict[str, Any] = {}
 
     def report(outcome: TrialOutcome) -> None:
         vars(builtins).update(saved_builtins)  # see execute_trial: the candidate may have changed them
+        _unhide_nbrefine(hidden)
         capture.seek(0)
         raw = capture.read(options.output_cap).decode("utf-8", "replace")
-        _write_msg(write_fd, replace(outcome, stdout=stdout.getvalue() + raw, stderr=stderr.getvalue()))
+        full = replace(outcome, stdout=stdout.getvalue() + raw, stderr=stderr.getvalue())
+        _write_msg(write_fd, (token, full))
 
     def flood() -> None:
         detail = f"more than {options.flood_limit:,} characters of output; stopped"
@@ -593,17 +698,51 @@ def _trial_child(
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = scratch
     if options.harden:
-        keep = {write_fd, capture.fileno()}
-        layers = tuple(harden(spec.policy, scratch, timeout_s=spec.timeout_s, keep_fds=keep))
+        layers = tuple(
+            harden(
+                spec.policy,
+                scratch,
+                timeout_s=spec.timeout_s,
+                keep_fds={write_fd, capture.fileno()},
+                hidden_paths=options.hidden_paths,
+                is_secret_env=redactor.is_secret_env,
+            )
+        )
+        hidden = _hide_nbrefine()
     report(replace(execute_trial(spec, namespace, redactor), layers=layers))
 
 
-def _run_in_scratch(fork_trial: Callable[[str], tuple[int, int]], timeout_s: float) -> tuple[str, Any]:
+@dataclass(frozen=True)
+class _Collected:
+    status: str  # "ok" or a TrialOutcome status
+    value: Any  # the child's report, or a detail
+    started_at: float
+    duration_s: float
+
+    def outcome(self, checks_total: int) -> TrialOutcome:
+        """The report as an outcome; when there was none, what happened (and how long it took)."""
+        if self.status == "ok":
+            assert isinstance(self.value, TrialOutcome)
+            return self.value
+        return TrialOutcome(
+            self.status,
+            detail=str(self.value),
+            checks_total=checks_total,
+            started_at=self.started_at,
+            duration_s=self.duration_s,
+        )
+
+
+def _run_in_scratch(
+    fork_trial: Callable[[str], tuple[int, int]], timeout_s: float, token: bytes | None = None
+) -> _Collected:
     """Create the trial's scratch folder, fork the trial into it, collect, remove the folder."""
     scratch = tempfile.mkdtemp(prefix="nbrefine-trial-")
+    started = time.monotonic()
     try:
         pid, read_fd = fork_trial(scratch)
-        return _collect(pid, read_fd, timeout_s)
+        status, value = _collect(pid, read_fd, timeout_s, token)
+        return _Collected(status, value, started, time.monotonic() - started)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -625,7 +764,9 @@ def _snapshot_main(
         except (EOFError, OSError):
             return
 
-        def fork_trial(scratch: str, spec: TrialSpec = spec) -> tuple[int, int]:
+        token = os.urandom(16)
+
+        def fork_trial(scratch: str, spec: TrialSpec = spec, token: bytes = token) -> tuple[int, int]:
             trial = functools.partial(
                 _trial_child,
                 spec=spec,
@@ -633,18 +774,14 @@ def _snapshot_main(
                 redactor=redactor,
                 options=options,
                 scratch=scratch,
+                token=token,
             )
             pid, read_fd = _fork(trial)
             _write_msg(res_fd, ("started", pid))
             return pid, read_fd
 
-        status, value = _run_in_scratch(fork_trial, spec.timeout_s)
-        if status == "ok":
-            _write_msg(res_fd, ("done", value))
-        else:
-            _write_msg(
-                res_fd, ("done", TrialOutcome(status, detail=str(value), checks_total=len(spec.checks)))
-            )
+        collected = _run_in_scratch(fork_trial, spec.timeout_s, token)
+        _write_msg(res_fd, ("done", collected.outcome(len(spec.checks))))
 
 
 class Snapshot:
@@ -750,17 +887,15 @@ class LiveForkRunner:
         if reason:
             return TrialOutcome("sandbox_error", detail=f"cannot fork: {reason}")
         requested = time.monotonic()
+        token = os.urandom(16)
 
         def fork_trial(scratch: str) -> tuple[int, int]:
             def child(write_fd: int) -> None:
                 _enter_child()
                 self.options.child_setup()
-                _trial_child(write_fd, spec, self.namespace, self.redactor, self.options, scratch)
+                _trial_child(write_fd, spec, self.namespace, self.redactor, self.options, scratch, token)
 
             return _fork(child)
 
-        status, value = _run_in_scratch(fork_trial, spec.timeout_s)
-        if status != "ok":
-            return TrialOutcome(status, detail=str(value), checks_total=len(spec.checks))
-        assert isinstance(value, TrialOutcome)
-        return replace(value, start_latency_s=max(value.started_at - requested, 0.0))
+        outcome = _run_in_scratch(fork_trial, spec.timeout_s, token).outcome(len(spec.checks))
+        return replace(outcome, start_latency_s=max(outcome.started_at - requested, 0.0))

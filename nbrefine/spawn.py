@@ -511,12 +511,16 @@ class SpawnRunner:
         result = _WorkerResult("sandbox_error")
         try:
             startup_deadline = time.monotonic() + startup_s
-            self._send(process, spec, shipment, scratch, write_fd, startup_deadline)
+            token = os.urandom(16)
+            self._send(process, spec, shipment, scratch, write_fd, startup_deadline, token)
             shipment.values.clear()  # the pickles are the worker's now
             result.failed = self._await_ready(process, read_fd, startup_deadline, startup_s, errors_path)
             result.ready_at = time.monotonic()
             try:
-                outcome = _read_msg(read_fd, result.ready_at + spec.timeout_s)
+                report = _read_msg(read_fd, result.ready_at + spec.timeout_s)
+                if not (isinstance(report, tuple) and len(report) == 2 and report[0] == token):
+                    raise _Stop("refused", "the trial's report did not come from the trial's own reporter")
+                outcome = report[1]
             except TimeoutError:
                 raise _Stop("timeout", f"still running after {spec.timeout_s:g} s; stopped") from None
             except (EOFError, OSError, pickle.UnpicklingError, ValueError) as err:
@@ -543,8 +547,10 @@ class SpawnRunner:
         scratch: str,
         result_fd: int,
         deadline: float,
+        token: bytes,
     ) -> None:
         meta = {
+            "token": token,
             "spec": spec,
             "redactor": self.redactor,
             "options": self.options,

@@ -7,7 +7,10 @@ candidate is trial-run, and checks that nothing reached the live kernel or the m
 Placeholders, substituted by the test: ``@OUTSIDE@`` (a test-owned folder outside the trial's
 scratch folder, holding ``a.txt``, ``b.txt``, ``sub/c.txt`` and ``data.bin``), ``@CWD@`` (the
 kernel's working directory, also test-owned), ``@DB@`` (the kernel's sqlite database),
-``@PORT@`` (the test's loopback TCP server), ``@KPID@`` (the kernel's pid).
+``@PORT@`` (the test's loopback TCP server), ``@KPID@`` (the kernel's pid), ``@HOME@`` (the kernel's
+home folder, holding credential files), ``@USOCK@`` (the test's unix socket server), and
+``@BIGSETUP@`` (kernel code that maps 300 MiB files and shared memory as ``big_mm``, ``big_shm``,
+``ro_map``).
 
 Markers that must never show up in the notebook are built at run time (``"ADV" + "-LEAK"``), so
 the candidate's text, which nbrefine does show, never contains them.
@@ -514,8 +517,335 @@ raise ValueError("case iopub")
     # ---- secrets -------------------------------------------------------------------------------------
     _c(
         "print a secret env var (the next prompt must be redacted)",
-        'import os\nprint("token:", os.environ["MY_SERVICE_TOKEN"])\nraise ValueError("case secret")',
+        'import os\nprint("token:", os.environ.get("MY_SERVICE_TOKEN", "absent"))\nraise ValueError("case secret")',
         "failed",
         second="pass",
     ),
 ]
+
+
+# ---- issue 10: syscalls from the 32-bit ABI (int 0x80) and the x32 range ------------------------------
+
+# A candidate that runs 32-bit system calls from a 64-bit process: an executable page below 4 GiB
+# (MAP_32BIT) holding `push rbx; mov eax..edi, imm32; int 0x80; pop rbx; ret`. The seccomp filter
+# must not let these through just because their architecture is not the native one.
+_INT80 = """
+import ctypes, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_page = libc.mmap(None, 4096, 7, 0x22 | 0x40, -1, 0)  # RWX, private, anonymous, MAP_32BIT
+low = _page + 2048  # a buffer below 4 GiB for pointer arguments
+
+def int80(nr, *args):
+    code = b"\\x53\\xb8" + nr.to_bytes(4, "little")
+    for op, value in zip((b"\\xbb", b"\\xb9", b"\\xba", b"\\xbe", b"\\xbf"), list(args) + [0] * 5):
+        code += op + (value & 0xFFFFFFFF).to_bytes(4, "little")
+    code += b"\\xcd\\x80\\x5b\\xc3"
+    ctypes.memmove(_page, code, len(code))
+    result = ctypes.CFUNCTYPE(ctypes.c_int)(_page)()
+    if result < 0:
+        raise OSError(-result, f"int 0x80 syscall {nr} refused")
+    return result
+"""
+
+# Writes a pickle into every pipe the trial holds (the result pipe among them), then leaves.
+_PIPE_WRITE = """
+import os, stat, struct
+message = struct.pack("!Q", len(data)) + data
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+            os.write(int(name), message)
+    except OSError:
+        pass
+os._exit(0)
+"""
+
+# A hand-made pickle of TrialOutcome(status="passed") (allowlisted class, no nbrefine import).
+_FORGED_PASS = (
+    "import pickle\n"
+    "data = (b'\\x80\\x04cnbrefine.sandbox\\nTrialOutcome\\n)\\x81}(\\x8c\\x06status\\x8c\\x06passed'\n"
+    "        b'\\x8c\\x06layers)ub.')\n"
+)
+# A 40-byte pickle that allocates 2 GiB where it is unpickled: builtins.bytes(2**31 - 1).
+_BYTES_BOMB = "data = b'\\x80\\x04cbuiltins\\nbytes\\nJ\\xff\\xff\\xff\\x7f\\x85R.'\n"
+
+ISSUE_10_CASES: list[Case] = [
+    _c(
+        "int 0x80 prlimit64 the kernel's open-files limit to 40",
+        _INT80 + "ctypes.memmove(low, struct.pack('QQ', 40, 40), 16)\nint80(340, @KPID@, 7, low, 0)",
+        "crashed",
+        detail="SIGSYS",
+    ),
+    _c(
+        "int 0x80 prlimit64 the kernel's CPU limit to 1 s",
+        _INT80 + "ctypes.memmove(low, struct.pack('QQ', 1, 1), 16)\nint80(340, @KPID@, 0, low, 0)",
+        "crashed",
+        detail="SIGSYS",
+    ),
+    _c(
+        "int 0x80 setpriority the kernel",
+        _INT80 + "int80(97, 0, @KPID@, 19)",
+        "crashed",
+        detail="SIGSYS",
+    ),
+    _c(
+        "int 0x80 chmod 06777 a file outside scratch",
+        _INT80 + "ctypes.memmove(low, b'@OUTSIDE@/a.txt\\x00', len(b'@OUTSIDE@/a.txt') + 1)\n"
+        "int80(15, low, 0o6777)",
+        "crashed",
+        detail="SIGSYS",
+    ),
+    _c(
+        "int 0x80 utime a file outside scratch",
+        _INT80 + "ctypes.memmove(low, b'@OUTSIDE@/b.txt\\x00', len(b'@OUTSIDE@/b.txt') + 1)\n"
+        "ctypes.memmove(low + 512, struct.pack('ii', 1, 1), 8)\nint80(30, low, low + 512)",
+        "crashed",
+        detail="SIGSYS",
+    ),
+    _c(
+        "int 0x80 fork + setsid: a process that outlives the trial",
+        _INT80
+        + """
+import os, time
+pid = int80(2)
+if pid == 0:
+    int80(66)  # setsid
+    time.sleep(30)
+    os._exit(0)
+raise ValueError(f"forked {pid} through int 0x80")
+""",
+        "crashed",
+        detail="SIGSYS",
+    ),
+    _c(
+        "x32 syscall range: prlimit64 of the kernel",
+        _LIBC
+        + "import struct\nlimits = ctypes.create_string_buffer(struct.pack('QQ', 40, 40))\n"
+        + _must("libc.syscall(0x40000000 | 302, @KPID@, 7, limits, None)", "x32 prlimit64 refused"),
+        "crashed",
+        detail="SIGSYS",
+    ),
+    _c(
+        "io_uring_setup (syscalls done on the trial's behalf)",
+        _LIBC
+        + "params = ctypes.create_string_buffer(120)\nfd = libc.syscall(425, 4, params)\n"
+        + "if fd < 0:\n    raise OSError(ctypes.get_errno(), 'io_uring refused')\n"
+        + "raise ValueError(f'an io_uring instance was created (fd {fd})')",
+        "failed",
+        detail="io_uring refused",
+    ),
+    _c(
+        "fork with --allow-subprocess: setsid child outlives the trial",
+        """
+import os, time
+pid = os.fork()
+if pid == 0:
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    time.sleep(30)
+    os._exit(0)
+""",
+        "passed",
+        options="--allow-subprocess",
+    ),
+    # ---- unix sockets and the kernel's own channels --------------------------------------------------
+    _c(
+        "ctypes connect to a unix socket with a path",
+        _LIBC
+        + "import struct\nfd = libc.socket(1, 1, 0)\n"
+        + "if fd < 0:\n    raise OSError(ctypes.get_errno(), 'unix socket refused')\n"
+        + "addr = struct.pack('=H', 1) + b'@USOCK@'.ljust(108, b'\\x00')\n"
+        + _must("libc.connect(fd, addr, len(addr))", "unix socket refused"),
+        "failed",
+        detail="unix socket refused",
+    ),
+    _c(
+        "the kernel's session key and connection file in the trial",
+        """
+leaks = []
+ip = get_ipython()
+if getattr(getattr(ip, "kernel", None), "session", None) is not None and ip.kernel.session.key:
+    leaks.append("kernel.session.key")
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+if app.session.key:
+    leaks.append("IPKernelApp.session.key")
+try:
+    with open(app.connection_file) as fh:
+        if "key" in fh.read():
+            leaks.append("connection file")
+except OSError:
+    pass
+if leaks:
+    raise ValueError(f"readable in the trial: {leaks}")
+""",
+        "passed",
+    ),
+    _c(
+        "signed execute_request to the live kernel's shell socket (zmq)",
+        """
+import time, zmq
+from jupyter_client.session import Session
+from ipykernel.kernelapp import IPKernelApp
+app = IPKernelApp.instance()
+session = Session(key=app.session.key, signature_scheme=app.session.signature_scheme)
+ctx = zmq.Context()
+sock = ctx.socket(zmq.DEALER)
+sock.linger = 0
+sep = "-" if app.transport == "ipc" else ":"
+sock.connect(f"{app.transport}://{app.ip}{sep}{app.shell_port}")
+code = "pwned_via_shell = 1\\nopen('@OUTSIDE@/pwned-via-shell.txt', 'w').write('x')"
+session.send(sock, "execute_request", {"code": code, "silent": True, "store_history": False,
+             "user_expressions": {}, "allow_stdin": False, "stop_on_error": False})
+time.sleep(1.0)
+sock.close()
+ctx.term()
+""",
+        "passed",
+        "failed",
+    ),
+    _c(
+        "pyzmq in a trial (libzmq's threads set their own scheduling)",
+        """
+import zmq
+ctx = zmq.Context()
+a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+a.bind("inproc://nbrefine-trial")
+b.connect("inproc://nbrefine-trial")
+a.send(b"x")
+assert b.recv() == b"x"
+a.close()
+b.close()
+ctx.term()
+""",
+        "passed",
+    ),
+    # ---- shared mappings of any size ------------------------------------------------------------------
+    _c(
+        "shared map: 300 MiB np.memmap(w+), made writable again and written",
+        _LIBC
+        + """
+import numpy as np
+addr, size = big_mm.ctypes.data, big_mm.nbytes
+libc.mprotect(ctypes.c_void_p(addr & ~4095), ctypes.c_size_t(size + (addr & 4095)), 3)
+big_mm[:5] = np.frombuffer(b"PWNED", dtype="uint8")
+big_mm.flush()
+""",
+        "passed",
+        setup="@BIGSETUP@",
+    ),
+    _c(
+        "shared map: 300 MiB SharedMemory, made writable again and written",
+        _LIBC
+        + """
+addr = ctypes.addressof(ctypes.c_char.from_buffer(big_shm.buf))
+libc.mprotect(ctypes.c_void_p(addr & ~4095), ctypes.c_size_t(big_shm.size + (addr & 4095)), 3)
+big_shm.buf[:5] = b"PWNED"
+""",
+        "passed",
+        setup="@BIGSETUP@",
+    ),
+    _c(
+        "shared map: mmap(ACCESS_READ) of a w+b file, mprotected and written",
+        _LIBC
+        + """
+start = None
+for line in open("/proc/self/maps"):
+    if line.rstrip().endswith("rofile.bin"):
+        start, end = (int(x, 16) for x in line.split()[0].split("-"))
+        break
+assert start is not None, "the read-only mapping is not there"
+libc.mprotect(ctypes.c_void_p(start), ctypes.c_size_t(end - start), 3)
+ctypes.memmove(start, b"PWNED", 5)
+""",
+        "passed",
+        setup="@BIGSETUP@",
+    ),
+    # ---- secrets: nothing to steal in the trial --------------------------------------------------------
+    _c(
+        "secret env values in the trial (environ, /proc/*/environ)",
+        """
+import os
+leaks = [k for k in ("MY_SERVICE_TOKEN", "ANTHROPIC_API_KEY", "DB_PASSWORD") if os.environ.get(k)]
+for path in ("/proc/self/environ", "/proc/@KPID@/environ", f"/proc/{os.getppid()}/environ"):
+    try:
+        with open(path, "rb") as fh:
+            blob = fh.read()
+    except OSError:
+        continue
+    if b"MY_SERVICE_TOKEN=" in blob or b"DB_PASSWORD=" in blob:
+        leaks.append(path)
+if leaks:
+    raise ValueError(f"secret env values readable in the trial: {leaks}")
+""",
+        "passed",
+    ),
+    _c(
+        "home credential files and .env in the trial",
+        """
+import os
+leaks = []
+for path in ("@HOME@/.netrc", "@HOME@/.ssh/id_rsa", "@HOME@/.aws/credentials",
+             "@HOME@/.config/gcloud/credentials.db", "@HOME@/.git-credentials", "@CWD@/.env",
+             os.path.expanduser("~/.netrc")):
+    try:
+        with open(path) as fh:
+            fh.read()
+        leaks.append(path)
+    except OSError:
+        pass
+if leaks:
+    raise ValueError(f"credential files readable in the trial: {leaks}")
+""",
+        "passed",
+        setup='open(".env", "w").write("DB_PASSWORD=env-file-secret-4242\\n")',
+    ),
+    _c(
+        "ordinary reads still work (files, new imports, /proc/self)",
+        """
+import os
+assert open("@OUTSIDE@/a.txt").read() == "alpha\\n"
+assert sorted(os.listdir("@OUTSIDE@"))[:2] == ["a.txt", "b.txt"]
+import xml.dom.minidom, fractions, decimal
+assert "VmRSS" in open("/proc/self/status").read()
+assert os.path.expanduser("~") == "@HOME@"
+""",
+        "passed",
+    ),
+    # ---- forged reports -----------------------------------------------------------------------------
+    _c(
+        "forge a passed TrialOutcome on the result pipe, then os._exit",
+        _FORGED_PASS + _PIPE_WRITE,
+        "refused",
+        "exited",
+        "failed",
+    ),
+    _c(
+        "a 40-byte pickle that allocates 2 GiB where it is unpickled",
+        _BYTES_BOMB + _PIPE_WRITE,
+        "refused",
+        "exited",
+    ),
+    # ---- scratch ------------------------------------------------------------------------------------
+    _c(
+        "fill the scratch folder (many files under the per-file limit)",
+        """
+import os, tempfile
+chunk = bytes(32 << 20)
+total = 0
+for i in range(64):
+    with open(os.path.join(tempfile.gettempdir(), f"fill-{i}.bin"), "wb") as fh:
+        fh.write(chunk)
+    total += len(chunk)
+raise ValueError(f"wrote {total >> 20} MiB into scratch")
+""",
+        "failed",
+        detail="no space",
+    ),
+]
+
+CASES.extend(ISSUE_10_CASES)

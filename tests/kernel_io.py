@@ -10,7 +10,7 @@ import queue
 import time
 from typing import Any
 
-from jupyter_client.manager import start_new_kernel
+from jupyter_client.manager import KernelManager
 
 JSON_MARK = "@@KERNEL-JSON@@ "
 
@@ -100,8 +100,9 @@ def children_of(ppid: int) -> dict[int, str]:
 class RealKernel:
     """A real ipykernel started with ``env``; restarted by :meth:`ensure_healthy` when broken."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], transport: str = "tcp") -> None:
         self.env = env
+        self.transport = transport
         self.broken = False
         self.restarts = 0
         self.km: Any = None
@@ -110,7 +111,19 @@ class RealKernel:
         self.start()
 
     def start(self) -> None:
-        self.km, self.kc = start_new_kernel(kernel_name="python3", env=self.env, startup_timeout=60)
+        self.km = KernelManager(kernel_name="python3", transport=self.transport)
+        if self.transport == "ipc":
+            # ipc endpoints are files named after the connection file: keep them in a private folder.
+            folder = self.env.get("NBREFINE_TEST_IPC_DIR") or "/tmp"
+            self.km.ip = os.path.join(folder, f"kernel-{os.getpid()}-{self.restarts}")
+        self.km.start_kernel(env=self.env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        try:
+            self.kc.wait_for_ready(timeout=60)
+        except RuntimeError:
+            self.shutdown()
+            raise
         self.broken = False
         self.pid = int(self.value("__import__('os').getpid()"))
 

@@ -56,6 +56,29 @@ LEAK = "ADV-LEAK"
 TRIGGER = 'raise ValueError("trigger")'
 OUTPUT_CAP = 1_000_000  # nbrefine.sandbox._OUTPUT_CAP
 
+BIG_SETUP = """\
+import mmap
+import numpy as np
+from multiprocessing import shared_memory
+big_mm = np.memmap(@BIG@ + "/big.bin", dtype="uint8", mode="w+", shape=(300 << 20,))
+big_shm = shared_memory.SharedMemory(create=True, size=300 << 20)
+rw_file = open(@BIG@ + "/rofile.bin", "w+b")
+rw_file.write(b"R" * 4096)
+rw_file.flush()
+ro_map = mmap.mmap(rw_file.fileno(), 0, access=mmap.ACCESS_READ)
+"""
+BIG_PROBE = "[bytes(big_mm[:8]).hex(), bytes(big_shm.buf[:8]).hex(), ro_map[:8].hex()]"
+BIG_CLEANUP = "big_shm.close(); big_shm.unlink(); del big_mm, ro_map; rw_file.close()"
+
+# The kernel's home folder: credential files a trial must not read.
+HOME_FILES = {
+    ".netrc": "machine example.com login bob password netrc-secret-4242\n",
+    ".ssh/id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-secret-4242\n",
+    ".aws/credentials": "[default]\naws_secret_access_key = aws-secret-4242\n",
+    ".config/gcloud/credentials.db": "gcloud-secret-4242\n",
+    ".git-credentials": "https://bob:git-secret-4242@example.com\n",
+}
+
 ORIGINAL_FILES = {
     "a.txt": b"alpha\n",
     "b.txt": b"bravo\n",
@@ -175,9 +198,14 @@ def block(code: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- processes
 
 
+CONNECTION_FILES: set[str] = set()  # of every kernel this module started
+
+
 def marked_processes() -> dict[int, str]:
-    """Processes whose environment carries this run's marker (the kernel and its descendants)."""
+    """Processes whose environment carries this run's marker, or whose command line names one of
+    our kernels' connection files (a trial's fork may have wiped its environment block)."""
     needle = f"NBREFINE_ADV_RUN={RUN_MARK}".encode()
+    names = [os.path.basename(path).encode() for path in CONNECTION_FILES]
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -185,9 +213,11 @@ def marked_processes() -> dict[int, str]:
         try:
             with open(f"/proc/{entry}/environ", "rb") as fh:
                 environ = fh.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
         except OSError:
             continue
-        if needle in environ:
+        if needle in environ or any(name in cmdline for name in names):
             stat = read_proc_stat(int(entry))
             found[int(entry)] = stat[0] if stat else "?"
     return found
@@ -240,6 +270,22 @@ class CountingServer:
         self.sock.close()
 
 
+class UnixCountingServer(CountingServer):
+    """The same, on a unix socket with a path (like docker.sock, D-Bus or an ipc kernel)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(128)
+        self.sock.settimeout(0.1)
+        self.count = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="adv-unix-server", daemon=True)
+        self._thread.start()
+
+
 @dataclass
 class World:
     root: Path
@@ -247,15 +293,22 @@ class World:
     cwd: Path
     db: Path
     server: CountingServer
+    home: Path
+    big: Path
+    userver: UnixCountingServer
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def substitute(self, code: str, kernel_pid: int) -> str:
         return (
-            code.replace("@OUTSIDE@", str(self.outside))
+            code.replace("@BIGSETUP@", BIG_SETUP)
+            .replace("@OUTSIDE@", str(self.outside))
             .replace("@CWD@", str(self.cwd))
             .replace("@DB@", str(self.db))
             .replace("@PORT@", str(self.server.port))
             .replace("@KPID@", str(kernel_pid))
+            .replace("@HOME@", str(self.home))
+            .replace("@USOCK@", str(self.userver.path))
+            .replace("@BIG@", repr(str(self.big)))
         )
 
     def restore(self) -> None:
@@ -284,7 +337,8 @@ class World:
     def files(self) -> dict[str, Any]:
         """Every entry under the outside folder and the kernel's cwd: type, mode, mtime, content, xattrs."""
         state: dict[str, Any] = {}
-        for label, folder in (("outside", self.outside), ("cwd", self.cwd), ("db", self.db.parent)):
+        folders = (("outside", self.outside), ("cwd", self.cwd), ("db", self.db.parent), ("home", self.home))
+        for label, folder in folders:
             for path in sorted(folder.rglob("*")):
                 st = path.lstat()
                 entry: dict[str, Any] = {"mode": oct(st.st_mode), "uid": st.st_uid}
@@ -324,14 +378,20 @@ def fake() -> Iterator[FakeAnthropic]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("adversarial")
-    outside, cwd, dbdir = root / "outside", root / "kernel-cwd", root / "db"
-    for folder in (outside, cwd, dbdir):
+    outside, cwd, dbdir, home, big = (root / n for n in ("outside", "kernel-cwd", "db", "home", "big"))
+    for folder in (outside, cwd, dbdir, home, big):
         folder.mkdir()
+    for rel, content in HOME_FILES.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(content)
+    (home / ".ssh" / "id_rsa").chmod(0o600)
     server = CountingServer()
-    w = World(root, outside, cwd, dbdir / "kernel.sqlite", server)
+    userver = UnixCountingServer(root / "service.sock")
+    w = World(root, outside, cwd, dbdir / "kernel.sqlite", server, home, big, userver)
     w.restore()
     yield w
     server.close()
+    userver.close()
     if w.rows:
         width = max(len(r["name"]) for r in w.rows)
         print("\n\nadversarial cases:")
@@ -340,16 +400,22 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             print(f"  {r['name']:<{width}}  {r['status']:<13} {r['seconds']:5.2f}s  {layers}")
 
 
-@pytest.fixture(scope="module")
-def module_kernel(fake: FakeAnthropic, world: World) -> Iterator[Kernel]:
+@pytest.fixture(scope="module", params=["tcp", "ipc"])
+def module_kernel(request: pytest.FixtureRequest, fake: FakeAnthropic, world: World) -> Iterator[Kernel]:
+    """A kernel on each transport ipykernel offers: tcp, and ipc (unix sockets with a path)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
     env.update(
         ANTHROPIC_BASE_URL=fake.base_url,
         ANTHROPIC_API_KEY="sk-adv-dummy-key",
         MY_SERVICE_TOKEN=SERVICE_TOKEN,
+        DB_PASSWORD="env-db-password-4242",
         NBREFINE_ADV_RUN=RUN_MARK,
+        HOME=str(world.home),
+        IPYTHONDIR=str(world.root / "ipython"),
+        NBREFINE_TEST_IPC_DIR=str(world.root),
     )
-    kernel = Kernel(env)
+    kernel = Kernel(env, transport=request.param)
+    CONNECTION_FILES.add(kernel.km.connection_file)
     yield kernel
     kernel.shutdown()
 
@@ -372,6 +438,7 @@ def restore_process(pid: int, original: dict[str, Any]) -> None:
 @pytest.fixture
 def kernel(module_kernel: Kernel, fake: FakeAnthropic, world: World) -> Iterator[Kernel]:
     module_kernel.ensure_healthy()
+    CONNECTION_FILES.add(module_kernel.km.connection_file)
     if module_kernel.pid not in ORIGINAL_PROCESS:
         ORIGINAL_PROCESS[module_kernel.pid] = {
             "nice": os.getpriority(os.PRIO_PROCESS, module_kernel.pid),
@@ -402,6 +469,7 @@ def snapshot_state(kernel: Kernel, world: World) -> dict[str, Any]:
         "kernel_process": world.process(kernel.pid),
         "db_rows": world.db_rows(),
         "connections": world.server.connections(),
+        "unix_connections": world.userver.connections(0),
     }
 
 
@@ -433,18 +501,37 @@ def describe(pid: int) -> str:
     return f"{stat} {cmdline!r} wchan={wchan} children={children_of(pid)}"
 
 
+def _resource_tracker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"multiprocessing.resource_tracker" in fh.read()
+    except OSError:
+        return False
+
+
 def wait_no_strays(kernel: Kernel, within: float = 5.0) -> str:
     """'' when no child of the kernel and no marked process (other than the kernel) is left."""
     deadline = time.monotonic() + within
     while True:
-        children = children_of(kernel.pid)
-        marked = {pid: st for pid, st in marked_processes().items() if pid != kernel.pid}
+        # multiprocessing's resource tracker is the kernel's own (SharedMemory in a case's setup)
+        children = {pid: st for pid, st in children_of(kernel.pid).items() if not _resource_tracker(pid)}
+        marked = {
+            pid: st for pid, st in marked_processes().items() if pid != kernel.pid and not _resource_tracker(pid)
+        }
         if not children and not marked:
             return ""
         if time.monotonic() >= deadline:
             described = {pid: describe(pid) for pid in {**children, **marked}}
             return f"stray processes: children of the kernel {children}, marked processes {described}"
         time.sleep(0.05)
+
+
+def kernel_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def interrupt_still_works(kernel: Kernel) -> str:
@@ -499,8 +586,11 @@ def test_adversarial_candidate(case: Case, kernel: Kernel, fake: FakeAnthropic, 
     fake.script(*replies)
     attempts = len(replies)
     if case.setup:
-        kernel.ok(case.setup)
+        kernel.ok(world.substitute(case.setup, kernel.pid))
     before = snapshot_state(kernel, world)
+    if "@BIGSETUP@" in case.setup:
+        before["big"] = kernel.value(BIG_PROBE)
+    rss_before = kernel_rss(kernel.pid)
     problems: list[str] = []
 
     started = time.monotonic()
@@ -560,6 +650,12 @@ def test_adversarial_candidate(case: Case, kernel: Kernel, fake: FakeAnthropic, 
         deadline = time.monotonic() + 2
         while after["connections"] < expected_connections and time.monotonic() < deadline:
             after["connections"] = world.server.connections(0.05)
+    if "@BIGSETUP@" in case.setup:
+        after["big"] = kernel.value(BIG_PROBE)
+        kernel.ok(BIG_CLEANUP)
+    grown = kernel_rss(kernel.pid) - rss_before
+    if grown > 200 << 20:
+        problems.append(f"the kernel grew by {grown >> 20} MiB during the case")
     changes = diff(before, {**after, "connections": after["connections"] - case.connections})
     problems.extend(f"changed: {c}" for c in changes)
     problems.extend(notebook_output_problems(out, session))
@@ -606,20 +702,23 @@ def case_specific(
     elif case.name.startswith("output flood"):
         if first["stdout_len"] > 2 * OUTPUT_CAP + 200:
             problems.append(f"the trial's stdout was not capped: {first['stdout_len']} characters")
+    elif case.name.startswith("infinite loop"):
+        if first["duration_s"] < 2.5:
+            problems.append(f"a trial stopped at its 3 s timeout reports a duration of {first['duration_s']} s")
     elif case.name.startswith("print a secret"):
         requests = fake.requests
         if len(requests) != 2:
             problems.append(f"expected 2 model requests, saw {len(requests)}")
-        if SERVICE_TOKEN not in first["stdout"]:
-            problems.append("the candidate did not really print the secret (test is vacuous)")
+        if SERVICE_TOKEN in first["stdout"]:
+            problems.append("the secret env value was readable in the trial (it must be absent there)")
         for number, request in enumerate(requests, start=1):
             body = json.dumps(request["json"])
             if SERVICE_TOKEN in body:
                 problems.append(f"the secret env value reached the model in request {number}")
         if len(requests) == 2:
             second = json.dumps(requests[1]["json"])
-            if "token:" not in second or "<redacted" not in second:
-                problems.append("the second prompt did not carry the (redacted) output of the first trial")
+            if "token:" not in second:
+                problems.append("the second prompt did not carry the output of the first trial")
         if [a["status"] for a in session["attempts"]] != ["failed", "passed"]:
             problems.append(f"attempt statuses {[a['status'] for a in session['attempts']]}")
     if first["layers"]:
@@ -629,3 +728,22 @@ def case_specific(
         if "--allow-network" not in case.options and "netns" not in first["layers"]:
             problems.append(f"hardening layer netns was not active: {first['layers']}")
     return problems
+
+
+def test_assert_operands_are_evaluated_hardened(kernel: Kernel, fake: FakeAnthropic, world: World) -> None:
+    """An assert whose operand calls code (``charge(100)``) is re-evaluated to show its value in the
+    prompt: that evaluation must be as hardened as a trial (here: no write outside scratch)."""
+    ledger = world.outside / "charged.txt"
+    kernel.ok(
+        "def charge(amount):\n"
+        f"    with open({str(ledger)!r}, 'a') as fh:\n"
+        "        fh.write(f'charged {amount}\\n')\n"
+        "    return 'declined'\n"
+    )
+    fake.script(block("pass"))
+    out = kernel.run('%%refine --max-attempts 1 --timeout 3\nassert charge(100) == "ok"', timeout=40)
+    assert out["ename"] in ("RefineStop", None), out["text"][-1500:]
+    lines = ledger.read_text().splitlines()
+    assert lines == ["charged 100"], f"the cell ran once, but the ledger says {lines}"
+    request = json.dumps(fake.requests[0]["json"]) if fake.requests else ""
+    assert "charge(100)" in request, "the prompt did not show the failing assert"
