@@ -1,7 +1,7 @@
 """Benchmark of the offline quick fixes through the real refine loop and real forked trials.
 
 For every case of ``bench/offline_corpus.py`` (plus a few QuixBugs / HumanEvalFix programs
-read at run time from ``../shared/data``):
+read at run time from the repository's ``corpora/``):
 
 1. the setup runs in a fresh namespace in this process (the "kernel state");
 2. the cell runs once in a forked trial (label ``cell``) to capture the real failure, so the

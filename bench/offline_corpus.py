@@ -7,7 +7,7 @@ loop offers is *right* when it equals ``expected`` (compared with ``normalize_co
 behaves the same (same output and same resulting values); otherwise it is *wrong*.
 
 ``external_cases()`` adds buggy programs from QuixBugs and HumanEvalFix, read at run time
-from ``../shared/data`` (they are logic bugs: the offline tier must decline them).
+from the repository's ``corpora/`` (they are logic bugs: the offline tier must decline them).
 """
 
 from __future__ import annotations
@@ -765,37 +765,30 @@ CASES += [
     ),
 ]
 
-#: Buggy programs drawn from the shared corpora (names), read at run time.
+#: Buggy programs drawn from the corpora in ``corpora/`` (names), read at run time.
 EXTERNAL_QUIXBUGS = ("detect_cycle", "possible_change", "kth", "gcd", "get_factors", "levenshtein")
 EXTERNAL_HUMANEVAL = ("Python/0", "Python/25", "Python/47", "Python/137", "Python/162", "Python/2")
 
 
 def _data_dir() -> Path:
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    return Path(__file__).resolve().parents[1] / "corpora"
 
 
 def external_cases(everything: bool = False) -> list[Case]:
     """QuixBugs and HumanEvalFix buggy programs as cells (all of them with ``everything``)."""
     cases: list[Case] = []
     data = _data_dir()
-    quix = data / "quixbugs_python.jsonl"
-    if quix.exists():
-        for line in quix.read_text().splitlines():
-            row = json.loads(line)
-            if everything or row["name"] in EXTERNAL_QUIXBUGS:
-                cell = row["buggy_program"].rstrip() + "\n\n" + row["tests"]
-                cases.append(Case(f"quixbugs:{row['name']}", "?", "", cell, None, note="QuixBugs"))
-    human = data / "humanevalpack_python.jsonl"
-    if human.exists():
-        for line in human.read_text().splitlines():
-            row = json.loads(line)
-            if everything or row["task_id"] in EXTERNAL_HUMANEVAL:
-                cell = (
-                    row["prompt"]
-                    + row["buggy_solution"]
-                    + "\n"
-                    + row["test"]
-                    + f"\ncheck({row['entry_point']})"
-                )
-                cases.append(Case(f"humaneval:{row['task_id']}", "?", "", cell, None, note="HumanEvalFix"))
+    # The corpora ship with the repository: a missing file is an error, not a smaller corpus.
+    for line in (data / "quixbugs_python.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if everything or row["name"] in EXTERNAL_QUIXBUGS:
+            cell = row["buggy_program"].rstrip() + "\n\n" + row["tests"]
+            cases.append(Case(f"quixbugs:{row['name']}", "?", "", cell, None, note="QuixBugs"))
+    for line in (data / "humanevalpack_python.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if everything or row["task_id"] in EXTERNAL_HUMANEVAL:
+            cell = (
+                row["prompt"] + row["buggy_solution"] + "\n" + row["test"] + f"\ncheck({row['entry_point']})"
+            )
+            cases.append(Case(f"humaneval:{row['task_id']}", "?", "", cell, None, note="HumanEvalFix"))
     return cases

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ._argparse import StrictParser
+
 __all__ = ["add_parser", "main", "run"]
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -50,7 +52,7 @@ on logic-bug corpora it declines nearly everything — that is the honest baseli
 --provider anthropic and ANTHROPIC_API_KEY set, a model is asked.
 
 examples:
-  nbrefine bench ../shared/data/quixbugs_python.jsonl --limit 10
+  nbrefine bench corpora/quixbugs_python.jsonl --limit 10
   nbrefine bench humanevalpack_python.jsonl --provider anthropic --rounds 3 --json out.json --plot out.png
 """
 
@@ -59,7 +61,7 @@ class BenchError(Exception):
     """Bad usage or input: one line on stderr, exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(StrictParser):
     def error(self, message: str) -> NoReturn:
         raise BenchError(f"{message} (see '{self.prog} --help')")
 
@@ -100,6 +102,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` command to ``parser.add_subparsers(...)``; dispatch it to :func:`run`."""
     bench = subparsers.add_parser(
         "bench",
+        allow_abbrev=False,  # StrictParser says so too; explicit, as the parent could be any parser
         help="measure the repair loop on a corpus of bugs (QuixBugs, HumanEvalFix, notebooks)",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -149,11 +152,14 @@ def options(args: argparse.Namespace) -> BenchOptions:
     provider = args.provider or "offline"
     per_round = args.timeout + (15.0 if provider == "offline" else 180.0)
     case_timeout = args.case_timeout or 30.0 + args.timeout + args.rounds * per_round
+    from .cli import CliError, check_writable
+
     for flag, value in (("--json", args.json), ("--plot", args.plot)):
         if value is not None:
-            folder = Path(value).resolve().parent
-            if not folder.is_dir():
-                raise BenchError(f"{flag} {value}: the folder {folder} does not exist")
+            try:
+                check_writable(Path(value), flag)  # a missing folder is made when writing
+            except CliError as err:
+                raise BenchError(str(err)) from None
     return BenchOptions(
         corpus=Path(args.corpus),
         provider=provider,
@@ -271,15 +277,11 @@ def _kernel_disarm() -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _squash(text: str) -> str:
-    """Code compared for identity, whatever IPython did to its whitespace."""
-    return " ".join(text.split())
+def _kernel_session(request_id: str) -> dict[str, Any] | None:
+    """In the kernel: the session of the case run by ``request_id`` (see ``Kernel.session``)."""
+    from .session import session_for_request
 
-
-def _kernel_session() -> dict[str, Any] | None:
-    import nbrefine
-
-    s = nbrefine.last_session()
+    s = session_for_request(request_id)
     if s is None:
         return None
     attempts = []
@@ -308,7 +310,6 @@ def _kernel_session() -> dict[str, Any] | None:
         "status": s.status,
         "message": s.message,
         "stop_reason": s.result.stop_reason if s.result is not None else "",
-        "original_code": s.original_code,
         "error_type": failure.error_type if failure is not None else None,
         "error_message": failure.message if failure is not None else "",
         "attempts": attempts,
@@ -499,11 +500,8 @@ class Bench:
         elif run.ok:
             result.status = "no_failure"
         else:
-            try:
-                session = kernel.value(f"{_HELPERS}._kernel_session()", 0)
-            except (RuntimeError, ValueError):
-                session = None
-            if not session or _squash(session.get("original_code", "")) != _squash(code):
+            session = kernel.session(run, 0, helper=f"{_HELPERS}._kernel_session")
+            if session is None:
                 result.status = "error"
                 result.error_type = run.ename or None
                 result.message = f"no %%refine session: {run.ename}: {_one_line(run.evalue)}"
@@ -699,6 +697,7 @@ def write_plot(summary: dict[str, Any], opts: BenchOptions, path: Path) -> str:
         ax.set_title(f"{opts.corpus.name}: {opts.provider}, {summary['failing']} failing cases", fontsize=9)
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     finally:
         plt.close(fig)
@@ -710,7 +709,7 @@ def write_plot(summary: dict[str, Any], opts: BenchOptions, path: Path) -> str:
 
 def bench(opts: BenchOptions) -> int:
     corpus = load_corpus(opts.corpus, opts.limit)
-    from .cli import CliError, check_kernel
+    from .cli import CliError, check_kernel, write_atomic
 
     try:
         check_kernel(opts.kernel)
@@ -738,7 +737,7 @@ def bench(opts: BenchOptions) -> int:
     summary = summarize(results, opts.rounds)
     notes = []
     if opts.json_out is not None:
-        opts.json_out.write_text(report_json(summary, results, opts, corpus.kind, wall), encoding="utf-8")
+        write_atomic(opts.json_out, report_json(summary, results, opts, corpus.kind, wall))
         notes.append(f"report: {opts.json_out}")
     if opts.plot is not None:
         notes.append(write_plot(summary, opts, opts.plot))

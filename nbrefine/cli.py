@@ -28,6 +28,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
+from ._argparse import StrictParser
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -37,7 +38,7 @@ __all__ = ["main"]
 EXIT_OK, EXIT_FAILING, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 _MARK = "@@nbrefine-cli@@ "
-_SESSION_EXPR = """(lambda s: None if s is None else {
+_SESSION_JSON = """(lambda s: None if s is None else {
     "status": s.status,
     "message": s.message,
     "decision": s.decision,
@@ -64,7 +65,27 @@ _SESSION_EXPR = """(lambda s: None if s is None else {
         }
         for a in s.attempts
     ],
-})(__import__("nbrefine").last_session())"""
+    "teaching": (lambda t: None if t is None else {
+        "status": t.status,
+        "mode": t.mode,
+        "header": t.step.header(),
+        "text": t.text if t.status != "error" else t.message,
+        "hints_used": t.hints_used,
+        "hint_cap": t.hint_cap,
+        "withheld": t.withheld,
+        "model": t.model,
+    })(s.teaching),
+})"""
+
+
+def session_expr(request_id: str) -> str:
+    """An expression for the JSON of the session that the ``%%refine`` cell run by the execute
+    request ``request_id`` made (null if none). The session is found by the request that ran the
+    cell, never by its source text: see :func:`nbrefine.session.session_for_request`."""
+    find = f"__import__('nbrefine.session', fromlist=['_']).session_for_request({request_id!r})"
+    return f"{_SESSION_JSON}({find})"
+
+
 # Runs the fix in the live kernel, as ``%refine accept`` does, without printing a line of its own
 # (a statement, so the returned flag is not displayed; no user name is bound).
 _ACCEPT_CODE = 'if __import__("nbrefine").last_session().accept():\n    pass'
@@ -95,6 +116,7 @@ examples:
   nbrefine fix analysis.ipynb --in-place           # keeps analysis.ipynb.bak
   nbrefine fix analysis.ipynb --dry-run --report report.md
   nbrefine fix analysis.ipynb --cells 3,5-7 --provider anthropic --max-attempts 5
+  nbrefine fix exercise.ipynb --mode hint --max-hints 3 --report hints.md
 """
 
 
@@ -106,12 +128,14 @@ class _Terminated(BaseException):
     """SIGTERM while running: clean up the kernel like Ctrl-C does."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(StrictParser):
     def error(self, message: str) -> NoReturn:
         raise CliError(f"{message} (see '{self.prog} --help')")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .teaching import MODES
+
     parser = _Parser(
         prog="nbrefine",
         description="Execution-feedback repair for Jupyter notebooks.",
@@ -120,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     fix = commands.add_parser(
         "fix",
+        allow_abbrev=False,  # the class says so too; explicit, as the parent could be any parser
         help="run a notebook in a real kernel and repair the cells that fail",
         description=FIX_DESCRIPTION,
         epilog=USAGE_EPILOG,
@@ -161,6 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the offline quick fixes and ask the provider straight away",
     )
+    fix.add_argument(
+        "--mode",
+        choices=MODES,
+        help="teaching mode, as the %%%%refine cell option: a failing cell gets a hint or an "
+        "explanation (in the report and the notebook) instead of a fix; a locked notebook policy "
+        "can only be tightened",
+    )
+    fix.add_argument(
+        "--max-hints", type=int, metavar="N", help="hints per failing cell, as the %%%%refine cell option"
+    )
     from . import benchcmd
 
     benchcmd.add_parser(commands)
@@ -184,6 +219,8 @@ class FixOptions:
     kernel: str | None
     cells: frozenset[int] | None
     quick_fixes: bool
+    mode: str | None = None  # teaching mode (the %%refine cell option)
+    max_hints: int | None = None
 
 
 def parse_cells(text: str) -> frozenset[int]:
@@ -216,6 +253,8 @@ def _options(args: argparse.Namespace) -> FixOptions:
         raise CliError("--timeout must be a positive number of seconds")
     if not (args.cell_timeout > 0 and math.isfinite(args.cell_timeout)):
         raise CliError("--cell-timeout must be a positive number of seconds")
+    if args.max_hints is not None and args.max_hints < 1:
+        raise CliError("--max-hints must be at least 1")
     if args.dry_run:
         output = None
     elif args.in_place:
@@ -237,6 +276,8 @@ def _options(args: argparse.Namespace) -> FixOptions:
         kernel=args.kernel,
         cells=parse_cells(args.cells) if args.cells is not None else None,
         quick_fixes=not args.no_quick_fixes,
+        mode=args.mode,
+        max_hints=args.max_hints,
     )
 
 
@@ -266,12 +307,15 @@ def read_notebook(path: Path) -> NotebookNode:
 
 
 def check_writable(path: Path, what: str) -> None:
-    """Fail now, before the run, when ``path`` could not be written at the end."""
-    folder = path.parent
+    """Fail now, before the run, when ``path`` could not be written at the end. Missing folders
+    are fine: :func:`write_atomic` makes them then (a fresh clone has no ``out/``)."""
     if path.is_dir():
         raise CliError(f"{what} {path}: is a folder")
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
     if not folder.is_dir():
-        raise CliError(f"{what} {path}: the folder {folder} does not exist")
+        raise CliError(f"{what} {path}: {folder} is not a folder")
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
@@ -362,6 +406,7 @@ class CellResult:
     fixed_source: str | None = None
     diff: str = ""
     explanation: str = ""
+    hint: dict[str, Any] | None = None  # teaching modes: the hint or explanation given
 
     @property
     def failed(self) -> bool:
@@ -386,6 +431,7 @@ class CellResult:
             "fixed_source": self.fixed_source,
             "diff": self.diff,
             "explanation": self.explanation,
+            "hint": self.hint,
         }
 
 
@@ -465,6 +511,7 @@ class KernelDied(Exception):
 class _Execution:
     outputs: list[Any]
     reply: dict[str, Any]
+    request_id: str = ""  # the execute request's msg_id: how the cell's session is found
 
     @property
     def ok(self) -> bool:
@@ -497,10 +544,13 @@ class _Kernel:
         self.client = client
         self.log = log
         self.reply: dict[str, Any] = {}
+        self.request_id = ""
         client.on_cell_executed = self._on_executed
 
     def _on_executed(self, cell: Any, cell_index: int, execute_reply: dict[str, Any] | None) -> None:
         self.reply = dict(execute_reply["content"]) if execute_reply else {}
+        parent = (execute_reply or {}).get("parent_header") or {}
+        self.request_id = str(parent.get("msg_id") or "")
 
     def run(self, source: str, index: int, *, store_history: bool, count: int | None = None) -> _Execution:
         from nbclient.exceptions import DeadKernelError
@@ -508,7 +558,7 @@ class _Kernel:
         notebook = self.client.nb
         cell = notebook.cells[index] if index < len(notebook.cells) else None
         scratch = _nbf().v4.new_code_cell(source)
-        self.reply = {}
+        self.reply, self.request_id = {}, ""
         try:
             self.client.execute_cell(scratch, index, execution_count=count, store_history=store_history)
         except DeadKernelError:
@@ -516,7 +566,7 @@ class _Kernel:
         finally:
             if cell is not None:
                 notebook.cells[index] = cell  # execute_cell puts the scratch cell in its place
-        return _Execution(list(scratch.outputs), self.reply)
+        return _Execution(list(scratch.outputs), self.reply, self.request_id)
 
     def value(self, expr: str, index: int) -> Any:
         """The JSON value of ``expr`` evaluated in the kernel (binds no user name)."""
@@ -526,6 +576,19 @@ class _Kernel:
             if line.startswith(_MARK):
                 return json.loads(line[len(_MARK) :])
         raise RuntimeError(f"no value from the kernel: {run.ename}: {run.evalue}")
+
+    def session(self, run: _Execution, index: int, helper: str = "") -> dict[str, Any] | None:
+        """The session the ``%%refine`` cell of ``run`` made, as JSON, or None (found by the
+        request that ran it). ``helper``: an expression of one argument, the request id, that
+        gives the JSON instead (the bench's richer view of the same session)."""
+        if not run.request_id:
+            return None
+        expr = f"{helper}({run.request_id!r})" if helper else session_expr(run.request_id)
+        try:
+            found = self.value(expr, index)
+        except (RuntimeError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
 
 
 @contextlib.contextmanager
@@ -592,12 +655,28 @@ class Fixer:
                 ("--model", opts.model),
                 ("--max-attempts", opts.max_attempts),
                 ("--timeout", opts.timeout),
+                ("--mode", opts.mode),
+                ("--max-hints", opts.max_hints),
             )
             if value is not None
         )
         self.count = 0
 
     # ---------------------------------------------------------------- set-up
+
+    def check_teaching(self) -> None:
+        """``--mode`` / ``--max-hints`` go on every ``%%refine`` line, where a locked notebook
+        policy refuses a loosening: refuse it now, once, before any kernel starts."""
+        from .teaching import PolicyGate, PolicyLockedError, policy_from_notebook
+
+        try:
+            policy = policy_from_notebook(self.notebook.metadata)
+        except ValueError as err:
+            raise CliError(f"the notebook's nbrefine policy is not valid: {err}") from None
+        try:
+            PolicyGate(policy).effective(self.opts.mode, self.opts.max_hints)
+        except (PolicyLockedError, ValueError) as err:
+            raise CliError(f"--mode/--max-hints: {err}") from None
 
     def setup_code(self) -> str:
         lines = ["%load_ext nbrefine", "%config Refine.display = 'text'"]
@@ -688,7 +767,7 @@ class Fixer:
     def _run_cell(self, kernel: _Kernel, result: CellResult) -> None:
         cell = self.notebook.cells[result.index]
         source = cell.source
-        first_line, _, body = source.partition("\n")
+        first_line = source.partition("\n")[0]
         as_is = first_line.lstrip().startswith("%%refine")
         # ``%refine accept|reject|status`` cells drive nbrefine themselves, and a cell tagged
         # raises-exception is meant to fail: run them as they are.
@@ -722,26 +801,22 @@ class Fixer:
             cell.outputs = _coalesce(run.outputs)
             result.reason = "" if result.selected else "not selected by --cells"
             return
-        try:
-            session = kernel.value(_SESSION_EXPR, result.index)
-        except (RuntimeError, ValueError):
-            session = None
-        refined = body if as_is else source
-        if not session or session.get("original_code", "").strip() != refined.strip():
-            cell.outputs = _coalesce(run.outputs)
-            result.reason = "no %%refine session for this cell"
+        session = kernel.session(run, result.index)
+        if session is None:
+            _no_session(result, cell, run)
             return
         self.take_session(result, session)
+        teaching = session.get("teaching")
+        if teaching and teaching.get("status") != "fix_loop":
+            _take_hint(result, cell, run, teaching, as_is)
+            return
         if session["status"] != "fixed" or session.get("fixed_code") is None:
             cell.outputs = _coalesce(run.outputs if as_is else _until_first_error(run.outputs))
             message = session.get("message") or "no fix"
             result.reason = message if session["status"] == "unfixed" else f"{session['status']}: {message}"
             return
         accepted = kernel.run(_ACCEPT_CODE, result.index, store_history=False)
-        try:
-            after = kernel.value(_SESSION_EXPR, result.index)
-        except (RuntimeError, ValueError):
-            after = None
+        after = kernel.session(run, result.index)
         fixed_code = session["fixed_code"]
         result.fixed_source = f"{first_line}\n{fixed_code}" if as_is else fixed_code
         cell.source = result.fixed_source
@@ -786,6 +861,45 @@ class Fixer:
         return self.choice.name
 
 
+def _no_session(result: CellResult, cell: Any, run: _Execution) -> None:
+    """RefineStop, yet no session of this cell (nbrefine itself failed): report the error the cell
+    raised, from its traceback, rather than RefineStop."""
+    cell.outputs = _coalesce(run.outputs)
+    raised = next((o for o in run.outputs if o.get("output_type") == "error"), None)
+    if raised is not None and raised.get("ename") != "RefineStop":
+        result.error_type = str(raised.get("ename") or "") or result.error_type
+        result.error_message = _one_line(str(raised.get("evalue") or ""))
+    result.reason = "nbrefine found no %%refine session for this cell"
+
+
+def _take_hint(result: CellResult, cell: Any, run: _Execution, hint: dict[str, Any], as_is: bool) -> None:
+    """A teaching mode answered instead of a fix: the cell keeps its source and its traceback;
+    the hint goes below it (a %%refine cell of the notebook printed it already) and into
+    ``metadata.nbrefine``."""
+    result.hint = hint
+    header = hint.get("header") or "no hint"
+    failed = hint.get("status") == "error"
+    result.reason = f"no hint: {hint.get('text')}" if failed else f"{header} given ({hint.get('mode')} mode)"
+    outputs = _coalesce(run.outputs if as_is else _until_first_error(run.outputs))
+    if not as_is and not failed:
+        outputs.append(_hint_output(hint))
+    cell.outputs = outputs
+    cell.metadata["nbrefine"] = {
+        "mode": hint.get("mode"),
+        "hint_header": hint.get("header"),
+        "hint": hint.get("text"),
+        "error_type": result.error_type,
+        "version": __version__,
+    }
+
+
+def _hint_output(hint: dict[str, Any]) -> Any:
+    title = f"nbrefine · {hint.get('header')} ({hint.get('mode')} mode)"
+    text = str(hint.get("text") or "")
+    data = {"text/plain": f"{title}\n{text}", "text/markdown": f"**{title}**\n\n{text}"}
+    return _nbf().v4.new_output("display_data", data=data)
+
+
 def _failing_text(result: CellResult) -> str:
     """``KeyError: 'x' — why it stayed unfixed``, without saying the error twice."""
     error = _one_line(result.error_message)
@@ -822,7 +936,9 @@ def _progress(line: str) -> None:
 
 def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``:
-    ``path`` holds either its old content or the new one, never half of it."""
+    ``path`` holds either its old content or the new one, never half of it. Missing folders are
+    made (only now, so a run that fails or is interrupted leaves none behind)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -881,7 +997,10 @@ def summary_text(run: RunResult, opts: FixOptions, choice: ProviderChoice, writt
     unfixed = [c for c in run.cells if c.status == "unfixed"]
     if unfixed:
         lines += ["", "still failing:"]
-        lines.extend(_clip(f"  cell {c.number}{_id_note(c)}: {_failing_text(c)}", 300) for c in unfixed)
+        for c in unfixed:
+            lines.append(_clip(f"  cell {c.number}{_id_note(c)}: {_failing_text(c)}", 300))
+            if c.hint and c.hint.get("status") != "error":
+                lines.extend(f"    {line}" for line in str(c.hint.get("text") or "").splitlines())
         declined = [c for c in unfixed if c.attempts]
         if declined and choice.name == "offline":
             first, _, rest = OFFLINE_HINT.partition("; ")
@@ -982,7 +1101,10 @@ def report_markdown(
                 if cell.error_type
                 else cell.error_message
             )
-            if cell.reason:
+            if cell.hint and cell.hint.get("status") != "error":
+                out += ["", f"**{cell.hint.get('header')}** ({cell.hint.get('mode')} mode)", ""]
+                out.append(str(cell.hint.get("text") or ""))
+            elif cell.reason:
                 out += ["", cell.reason]
     if choice.name == "offline" and any(c.status == "unfixed" and c.attempts for c in run.cells):
         out += ["", f"_{OFFLINE_HINT}_"]
@@ -1010,6 +1132,7 @@ def fix(opts: FixOptions) -> int:
     check_kernel(kernel_name)
     choice = choose_provider(opts)
     fixer = Fixer(opts, choice, notebook)
+    fixer.check_teaching()
     results = fixer.plan()
 
     _progress(f"nbrefine {__version__}: fixing {opts.notebook} in kernel {kernel_name!r}")
@@ -1023,7 +1146,8 @@ def fix(opts: FixOptions) -> int:
     code = EXIT_OK if run.all_pass else EXIT_FAILING
     problems: list[str] = []
     written: str | None = None
-    if opts.output is not None:
+    unchanged = opts.in_place and all(c.fixed_source is None for c in run.cells)
+    if opts.output is not None and not unchanged:
         text = notebook_text(notebook)
         try:
             if opts.in_place:
@@ -1038,6 +1162,8 @@ def fix(opts: FixOptions) -> int:
             problems.append(f"cannot write {opts.output}: {err.strerror or err}")
     if written:
         note = f"wrote {written}" + (f" (backup: {opts.notebook.name}.bak)" if opts.in_place else "")
+    elif unchanged:
+        note = f"no cell changed: {opts.notebook} left as it was (no backup made)"
     else:
         note = "dry run: no notebook written" if opts.output is None else "no notebook written"
     if opts.report is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
 import os
@@ -16,6 +15,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from ._argparse import StrictParser
 from ._config import Refine
 from ._errors import NbrefineError, SandboxError
 from ._kernel_secrets import connection_paths, forget_kernel_secrets
@@ -73,7 +73,7 @@ class RefineStop(NbrefineError, RuntimeError):
         return [str(self)]
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(StrictParser):
     def error(self, message: str) -> Any:
         raise UsageError(f"%%refine: {message}")
 
@@ -251,6 +251,7 @@ class RefineMagics(Magics):
         session = RefineSession(cell, provider=run.provider, model=run.model)
         session.timings["max_attempts"] = run.max_attempts
         session.cell_id, session.cell_source = self._executing_cell()
+        session.request_id = self._request_id()
         namespace: dict[str, Any] = shell.user_ns
         before = dict(namespace)  # bindings only: cheap, and lets Accept undo the failed run's rebinds
         redactor = Redactor()
@@ -368,6 +369,12 @@ class RefineMagics(Magics):
             return self.ip.run_cell(cell, store_history=False)
         finally:
             del hook.quiet  # back to the class's method
+
+    def _request_id(self) -> str | None:
+        """The id of the Jupyter execute request running this cell (see ``session_for_request``)."""
+        header = (getattr(self.ip, "parent_header", None) or {}).get("header") or {}
+        msg_id = header.get("msg_id")
+        return msg_id if isinstance(msg_id, str) else None
 
     def _executing_cell(self) -> tuple[str | None, str | None]:
         """The notebook cell id (JupyterLab 4, Notebook 7) and whole source of the running cell."""
@@ -609,8 +616,10 @@ class RefineMagics(Magics):
         """The execution count of the running %%refine cell (IPython has stored it as In[N] and
         counts N+1 while it runs), or None when it was not stored (run_cell_magic, tests)."""
         count = self.ip.execution_count - 1
-        raw = self.ip.history_manager.input_hist_raw
-        return count if 0 < count < len(raw) and cell.strip() in raw[count] else None
+        parsed = self.ip.history_manager.input_hist_parsed
+        # IPython stores the body it passed to the magic as a repr in the parsed input: compared
+        # exactly, whatever it did to whitespace-only lines (the raw text keeps them).
+        return count if 0 < count < len(parsed) and repr(cell) in parsed[count] else None
 
     def _executed(self, failing_count: int | None) -> list[ExecutedCell]:
         """The cells run so far (IPython's history; cell ids recorded by post_run_cell)."""

@@ -19,7 +19,7 @@ from .sandbox import TrialOutcome, TrialSpec
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, kernel_ledger, teach
 from .verify import changed_names, fingerprints_of, names_read
 
-__all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session"]
+__all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
 
 _LAST: list[RefineSession] = []
 
@@ -37,6 +37,15 @@ class UnverifiedFixError(SessionStateError):
 def last_session() -> RefineSession | None:
     """The most recent session in this kernel, or ``None``."""
     return _LAST[-1] if _LAST else None
+
+
+def session_for_request(request_id: str) -> RefineSession | None:
+    """The session made by the ``%%refine`` cell that the Jupyter execute request ``request_id``
+    ran, or ``None``. This is how ``nbrefine fix`` and ``nbrefine bench`` find a cell's session:
+    by the request, never by comparing source text, which IPython normalises (it empties
+    whitespace-only lines of a cell magic's body)."""
+    session = last_session()
+    return session if session is not None and session.request_id == request_id else None
 
 
 def _remember(session: RefineSession) -> None:
@@ -119,6 +128,7 @@ class RefineSession:
         self._trial_state: dict[str, str] | None = None  # fingerprints of what the passing trial read
         self.cell_id: str | None = None  # the notebook cell to write an accepted fix into
         self.cell_source: str | None = None  # that cell's whole source as it ran
+        self.request_id: str | None = None  # the Jupyter execute request that ran the cell
         self.job: RefineJob | None = None
         self.teaching: TeachingResult | None = None  # the latest hint or explanation (teaching modes)
         self._applier = applier

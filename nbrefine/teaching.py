@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from ._argparse import StrictParser
 from ._errors import NbrefineError, ProviderError
 from .context import Redactor
 from .limits import TrialPolicy
@@ -365,7 +366,7 @@ class PolicyGate:
         return wanted
 
 
-class _PolicyParser(argparse.ArgumentParser):
+class _PolicyParser(StrictParser):
     def error(self, message: str) -> NoReturn:
         raise ValueError(f"%refine policy: {message}")
 

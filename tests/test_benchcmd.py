@@ -13,7 +13,7 @@ from nbrefine import benchcmd
 from nbrefine.benchcmd import main
 
 ROOT = Path(__file__).resolve().parent.parent
-QUIXBUGS = ROOT.parent / "shared" / "data" / "quixbugs_python.jsonl"
+QUIXBUGS = ROOT / "corpora" / "quixbugs_python.jsonl"
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,7 +104,7 @@ def test_provider_error_when_replies_run_out(
 
 
 def test_offline_on_real_quixbugs_declines(tmp_path: Path, capsys: Any) -> None:
-    out = tmp_path / "q.json"
+    out = tmp_path / "out" / "q.json"  # as in the README, on a fresh clone: out/ is made
     code = main([str(QUIXBUGS), "--limit", "2", "--timeout", "2", "--json", str(out)])
     assert code == 0
     report = json.loads(out.read_text())
@@ -115,6 +115,44 @@ def test_offline_on_real_quixbugs_declines(tmp_path: Path, capsys: Any) -> None:
     # bitcount loops forever: the hang is stopped and counted as a TimeoutError failure
     assert report["cases"][0]["name"] == "bitcount" and report["cases"][0]["error_type"] == "TimeoutError"
     assert "first-attempt success" in capsys.readouterr().out
+
+
+def test_the_repository_is_self_contained() -> None:
+    """The corpora ship in corpora/ with their licence; nothing reads a folder beside the clone."""
+    for name in ("quixbugs_python.jsonl", "humanevalpack_python.jsonl", "LICENSE-octopack", "README.md"):
+        assert (ROOT / "corpora" / name).is_file(), name
+    assert len((ROOT / "corpora" / "quixbugs_python.jsonl").read_text().splitlines()) == 40
+    assert len((ROOT / "corpora" / "humanevalpack_python.jsonl").read_text().splitlines()) == 164
+    outside = ("..", "shared")  # spelt in two parts so this file does not match itself
+    needles = ("/".join(outside), "shared" + "/data")
+    files = [ROOT / "README.md", ROOT / "dev", ROOT / ".ci" / "run", ROOT / "pyproject.toml"]
+    for folder in ("nbrefine", "bench", "tests", "scripts", "docs", "notebooks"):
+        files += [
+            p
+            for p in (ROOT / folder).rglob("*")
+            if p.is_file() and p.suffix in (".py", ".md", ".sh", ".ipynb")
+        ]
+    hits = [
+        str(p.relative_to(ROOT)) for p in files if any(n in p.read_text(errors="replace") for n in needles)
+    ]
+    assert hits == []
+
+
+def test_whitespace_only_lines_find_the_session(tmp_path: Path) -> None:
+    """IPython empties whitespace-only lines in a %%refine body; the case is still matched to its
+    session (by the request that ran it) and keeps its real error."""
+    corpus = write_corpus(
+        tmp_path / "ws.jsonl",
+        (
+            "ws",
+            "def add_tax(x):\n    return x + 1\n    \ndef main():\n    return add_tx(2)",
+            "assert main() == 3",
+        ),
+    )
+    out = tmp_path / "r.json"
+    assert main([str(corpus), "--json", str(out)]) == 0
+    case = json.loads(out.read_text())["cases"][0]
+    assert (case["status"], case["error_type"], case["fixed_round"]) == ("fixed", "NameError", 1)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -431,6 +432,126 @@ def test_quick_fixes_first_then_the_model(
     assert cells[2].metadata["nbrefine"]["explanation"] == "Fractions, not percentages."
 
 
+# --------------------------------------------------------------------------- first try, real programs
+
+
+def test_output_and_report_folders_are_created(tmp_path: Path, capsys: Any) -> None:
+    """A fresh clone has no out/: the folders of -o and --report are made, as the README's
+    `./dev demo` needs."""
+    nb = make_notebook(tmp_path / "ok.ipynb", "x = 1")
+    out_path = tmp_path / "out" / "nested" / "ok.fixed.ipynb"
+    report = tmp_path / "reports" / "ok.md"
+
+    code = main(["fix", str(nb), "--provider", "offline", "-o", str(out_path), "--report", str(report)])
+
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert code_cells(out_path)[0].source == "x = 1"
+    assert report.read_text().startswith("# nbrefine report:")
+
+
+def test_dev_demo_works_on_a_fresh_checkout(tmp_path: Path) -> None:
+    """`./dev demo` as a newcomer runs it: no out/ folder yet, nothing prepared beside it."""
+    checkout = tmp_path / "nbrefine"
+    checkout.mkdir()
+    shutil.copy2(ROOT / "dev", checkout / "dev")
+    shutil.copytree(ROOT / "notebooks", checkout / "notebooks")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
+    env["NBREFINE_VENV"] = str(ROOT / ".venv")  # the installed venv: nothing to download
+
+    proc = subprocess.run(
+        [str(checkout / "dev"), "demo"], capture_output=True, text=True, timeout=110, env=env
+    )
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (checkout / "out" / "demo.fixed.ipynb").is_file()
+    assert (checkout / "out" / "demo-report.md").read_text().startswith("# nbrefine report:")
+    assert "demo done" in proc.stdout
+
+
+BLANKS = "    "  # a whitespace-only line, as students leave between functions
+
+
+def test_whitespace_only_lines_keep_the_real_error_and_the_repair(tmp_path: Path, capsys: Any) -> None:
+    """IPython empties whitespace-only lines of a %%refine body: the session is still the cell's,
+    and the report has the real error, its type and the attempts (not RefineStop)."""
+    fixable = (
+        f"def add_tax(x):\n    return x + 1\n{BLANKS}\ndef main():\n    return add_tx(2)\n{BLANKS}\nmain()"
+    )
+    unfixable = f"def twice(x):\n    return 2 * x\n{BLANKS}\nprint(twice(undefined_thing_xyz))"
+    nb = make_notebook(tmp_path / "ws.ipynb", fixable, unfixable)
+
+    code = main(["fix", str(nb), "--provider", "offline", "--report", str(tmp_path / "r.json")])
+
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert "RefineStop" not in out + err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["summary"]["by_error_type"] == {"NameError": {"failed": 2, "fixed": 1, "unfixed": 1}}
+    fixed, declined = report["cells"]
+    assert (fixed["status"], fixed["error_type"]) == ("fixed", "NameError")
+    assert fixed["attempts"] and fixed["attempts"][-1]["ok"] is True
+    assert "+    return add_tax(2)" in fixed["diff"]
+    assert (declined["status"], declined["error_type"]) == ("unfixed", "NameError")
+    assert declined["error_message"] == "name 'undefined_thing_xyz' is not defined"
+    assert declined["attempts"] and "no %%refine session" not in declined["reason"]
+    cells = code_cells(tmp_path / "ws.fixed.ipynb")
+    assert "return add_tax(2)" in cells[0].source
+    assert text_of(cells[0]) == "3"
+
+
+def test_teaching_mode_gives_hints_in_the_report_and_the_notebook(tmp_path: Path, capsys: Any) -> None:
+    """`--mode hint --max-hints 2` means what the cell options mean: a hint, never the fix."""
+    nb = make_notebook(tmp_path / "ex.ipynb", "prices = [2.5, 4.0]", "total = sum(pricez)\ntotal")
+
+    code = main(
+        ["fix", str(nb), "--provider", "offline", "--mode", "hint", "--max-hints", "2",
+         "--report", str(tmp_path / "r.json")]
+    )  # fmt: skip
+
+    out, err = capsys.readouterr()
+    assert code == 1, out + err  # a hint does not make the cell pass
+    report = json.loads((tmp_path / "r.json").read_text())
+    cell = report["cells"][1]
+    assert (cell["status"], cell["error_type"], cell["fixed_source"]) == ("unfixed", "NameError", None)
+    hint = cell["hint"]
+    assert (hint["mode"], hint["header"], hint["hints_used"], hint["hint_cap"]) == (
+        "hint",
+        "Hint 1 of 2",
+        1,
+        2,
+    )
+    assert len(hint["text"]) > 40
+    assert hint["text"] in out
+    written = code_cells(tmp_path / "ex.fixed.ipynb")[1]
+    assert written.source == "total = sum(pricez)\ntotal"  # never the fix
+    assert written.metadata["nbrefine"]["hint"] == hint["text"]
+    assert written.outputs[0].ename == "NameError"
+    assert hint["text"] in text_of(written)
+
+    code = main(
+        ["fix", str(nb), "--provider", "offline", "--mode", "graduated", "--report", str(tmp_path / "r.md")]
+    )
+
+    assert code == 1
+    md = (tmp_path / "r.md").read_text()
+    assert "**Hint 1 of 3** (graduated mode)" in md
+    assert code_cells(tmp_path / "ex.fixed.ipynb")[1].metadata["nbrefine"]["hint"] in md
+
+
+def test_in_place_leaves_the_input_untouched_when_no_cell_changed(tmp_path: Path, capsys: Any) -> None:
+    nb = make_notebook(tmp_path / "same.ipynb", "x = 1", "print(x + undefined_thing_xyz)")
+    before, stamp = digest(nb), nb.stat().st_mtime_ns
+
+    code = main(["fix", str(nb), "--provider", "offline", "--in-place"])
+
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert (digest(nb), nb.stat().st_mtime_ns) == (before, stamp)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same.ipynb"]  # no .bak
+    assert f"no cell changed: {nb} left as it was" in out
+
+
 # --------------------------------------------------------------------------- bad usage and input
 
 
@@ -458,9 +579,15 @@ BAD_INPUTS = {
         lambda p: ["fix", str(good_notebook(p)), "--kernel", "no-such-kernel-x"],
         "no such kernel",
     ),
-    "missing output dir": (
-        lambda p: ["fix", str(good_notebook(p)), "-o", str(p / "missing" / "out.ipynb")],
-        "does not exist",
+    "output folder is a file": (
+        lambda p: ["fix", str(good_notebook(p)), "-o", str(_write(p / "f.txt", "x") / "out.ipynb")],
+        "is not a folder",
+    ),
+    "bad mode": (lambda p: ["fix", str(good_notebook(p)), "--mode", "lecture"], "invalid choice"),
+    "bad max hints": (lambda p: ["fix", str(good_notebook(p)), "--max-hints", "0"], "at least 1"),
+    "locked policy loosened": (
+        lambda p: ["fix", str(_locked_notebook(p)), "--mode", "fix"],
+        "Your instructor has set this notebook to hint mode",
     ),
     "unwritable output dir": (
         lambda p: ["fix", str(good_notebook(p)), "-o", str(_unwritable(p) / "out.ipynb")],
@@ -488,6 +615,13 @@ BAD_INPUTS = {
     "unknown option": (lambda p: ["fix", str(good_notebook(p)), "--frobnicate"], "unrecognized arguments"),
     "no command": (lambda p: [], "a command is required"),
 }
+
+
+def _locked_notebook(tmp_path: Path) -> Path:
+    notebook = nbformat.read(good_notebook(tmp_path), as_version=4)
+    notebook.metadata["nbrefine"] = {"mode": "hint", "lock": True}
+    nbformat.write(notebook, tmp_path / "locked.ipynb")
+    return tmp_path / "locked.ipynb"
 
 
 def _write(path: Path, text: str) -> Path:
