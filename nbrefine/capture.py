@@ -30,6 +30,7 @@ UnsafeRunner = Callable[[Callable[[], R]], R]
 _OPERAND_CHARS = 200
 _VALUE_CHARS = 240
 _MAX_VALUES = 12
+_MESSAGE_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,12 @@ def capture_failure(
     IPython runs a cell). ``run_unsafe`` evaluates assert operands that call functions.
     """
     redactor = redactor or Redactor(environ={})
+    if user_globals is not None:
+        redactor.learn_namespace(user_globals)
     error_type = _type_name(exc)
-    message = _message(exc)
+    message = _message(exc, redactor)
     if isinstance(exc, SyntaxError):
-        return _syntax_failure(exc, error_type, code, label)
+        return _syntax_failure(exc, error_type, code, label, message)
 
     tb_items = list(traceback.walk_tb(exc.__traceback__))
     tbs = _tracebacks(exc.__traceback__)
@@ -201,15 +204,20 @@ def _type_name(exc: BaseException) -> str:
     return cls.__qualname__ if module in ("builtins", "__main__") else f"{module}.{cls.__qualname__}"
 
 
-def _message(exc: BaseException) -> str:
+def _message(exc: BaseException, redactor: Redactor) -> str:
+    """The exception's message, redacted before it is cut (a secret across the cut is not shown
+    in part). A message is often built from a secret: ``"login failed: password=" + pw``."""
     try:
         text = str(exc)
     except Exception as err:  # an exception whose __str__ raises must not break capture
         text = f"<str() failed: {type(err).__name__}>"
-    return text[:2000]
+    redacted = redactor.redact_text(text[: _MESSAGE_CHARS + 4096])
+    if len(redacted) <= _MESSAGE_CHARS:
+        return redacted
+    return redactor.guard_cut(redacted[:_MESSAGE_CHARS])
 
 
-def _syntax_failure(exc: SyntaxError, error_type: str, code: str, label: str) -> Failure:
+def _syntax_failure(exc: SyntaxError, error_type: str, code: str, label: str, message: str) -> Failure:
     lineno = exc.lineno
     line = exc.text or (_nth_line(code, lineno) if lineno else "")
     # A SyntaxError from inside an imported module is not a line of this code.
@@ -221,7 +229,7 @@ def _syntax_failure(exc: SyntaxError, error_type: str, code: str, label: str) ->
     frame = FrameInfo(label, lineno or 0, "", line.rstrip("\n") + pointer, True)
     return Failure(
         error_type=error_type,
-        message=exc.msg or _message(exc),
+        message=exc.msg or message,
         where=label,
         lineno=lineno,
         line=line.rstrip("\n"),

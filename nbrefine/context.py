@@ -17,10 +17,14 @@ it relies on bounded rendering plus a cooperative deadline checked between items
 
 from __future__ import annotations
 
+import ast
 import builtins
+import contextlib
 import dataclasses
 import functools
 import inspect
+import io
+import itertools
 import math
 import os
 import re
@@ -28,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+import tokenize
 import types
 import warnings
 from collections import Counter, deque
@@ -197,7 +202,11 @@ class _Ctx:
     def is_secret_key(self, key: object) -> bool:
         return self.redactor is not None and type(key) is str and self.redactor.is_secret_name(key)
 
-    def secret_marker(self) -> str:
+    def secret_marker(self, value: object = None) -> str:
+        """The marker for a value under a credential name; the value is remembered as secret."""
+        if self.redactor is not None and value is not None:
+            with contextlib.suppress(Exception):  # a hostile container: it is not rendered anyway
+                self.redactor.remember(value)
         return _CREDENTIAL_MARKER
 
 
@@ -672,7 +681,7 @@ def _pair(ctx: _Ctx, pair: object, depth: int) -> str:
     if not (isinstance(pair, tuple) and len(pair) == 2):
         return _nested(ctx, pair, depth)
     key, val = pair
-    shown = ctx.secret_marker() if ctx.is_secret_key(key) else _nested(ctx, val, depth)
+    shown = ctx.secret_marker(val) if ctx.is_secret_key(key) else _nested(ctx, val, depth)
     return f"{_nested(ctx, key, depth)}: {shown}"
 
 
@@ -980,7 +989,8 @@ def _object_top(ctx: _Ctx, value: object, t: type, tname: str, budget: int) -> s
         if isinstance(attrs, dict) and attrs:
             items, _ = _take(ctx, lambda: iter(attrs.items()), _TOP_ITEMS)
             rendered = (
-                f"{k}={ctx.secret_marker() if ctx.is_secret_key(k) else _nested(ctx, v, 1)}" for k, v in items
+                f"{k}={ctx.secret_marker(v) if ctx.is_secret_key(k) else _nested(ctx, v, 1)}"
+                for k, v in items
             )
             body, shown, complete = _join_bounded(rendered, budget)
             more = ", ..." if not complete or len(attrs) > shown else ""
@@ -1029,6 +1039,379 @@ def summarize_value(value: object, *, max_chars: int = 300, time_limit_s: float 
     No redaction is done here: see :meth:`Redactor.summarize`.
     """
     return _summarize(value, max_chars, time_limit_s, None)
+
+
+# --------------------------------------------------------------------------------------
+# Secrets in code, found from its structure
+# --------------------------------------------------------------------------------------
+#
+# Text patterns see ``password = "…"``; they cannot see ``connect("db", 5432, "bob", "…")``
+# (the callee's fourth parameter is ``password``), ``Creds("u", "…")`` (a dataclass whose
+# second field is ``password``), ``user, password = "bob", "…"`` or a DataFrame built with a
+# ``password`` column. Parsing the code can. The callee's parameters come from a function,
+# class, dataclass or namedtuple defined in the same code, or from the namespace (read with
+# ``inspect.getattr_static``, so no property or ``__getattr__`` of the user's runs).
+
+_MAX_ITEMS = 256  # literals taken from one container value
+_PAIR_NAME_CHARS = 16  # the first item of a pair shorter than this is taken as a user name
+
+
+@dataclass(frozen=True)
+class SecretLiteral:
+    """A string literal holding a secret: ``code[start:end]`` is the whole literal expression."""
+
+    start: int
+    end: int
+    value: str
+    remember: bool  # redact it wherever it appears (False: the user name of a (user, password) pair)
+
+
+def secret_literals(
+    code: str, is_secret_name: Callable[[str], bool], namespace: Mapping[str, Any] | None = None
+) -> list[SecretLiteral] | None:
+    """The secret literals of ``code`` in source order, or ``None`` when it does not parse."""
+    tree = _parse_python(code)
+    if tree is None:
+        return None
+    finder = _Finder(is_secret_name, namespace or {}, _local_signatures(tree))
+    try:
+        finder.visit(tree)
+    except RecursionError:
+        return None
+    offsets = _Offsets(code)
+    out: dict[tuple[int, int], SecretLiteral] = {}
+    for node, remember in finder.found:
+        span = offsets.span(node)
+        if span is None:
+            continue
+        raw = node.value
+        value = (
+            raw if isinstance(raw, str) else raw.decode("utf-8", "replace") if isinstance(raw, bytes) else ""
+        )
+        previous = out.get(span)
+        out[span] = SecretLiteral(span[0], span[1], value, remember or bool(previous and previous.remember))
+    return [out[key] for key in sorted(out)]
+
+
+def _parse_python(code: str) -> ast.Module | None:
+    """``code`` parsed; IPython lines (``%magic``, ``!cmd``, ``x = !cmd``) are blanked out first
+    if needed, keeping every offset, so the rest of a notebook cell is still read as Python."""
+    for attempt in (code, _IPYTHON_LINE_RE.sub(lambda m: " " * len(m.group(0)), code)):
+        try:
+            return ast.parse(attempt)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    return None
+
+
+_IPYTHON_LINE_RE = re.compile(r"(?m)^[ \t]*(?:[%!].*|[\w., \t]+?=[ \t]*[%!].*)$")
+
+
+# --------------------------------------------------------------------------- positions
+
+
+class _Offsets:
+    """ast positions (line, UTF-8 byte column) to character offsets in the code."""
+
+    def __init__(self, code: str) -> None:
+        self.lines: list[str] = []
+        self.starts: list[int] = []
+        pos = 0
+        for match in re.finditer(r"[^\r\n]*(?:\r\n|\r|\n|$)", code):
+            if match.start() == len(code) and self.lines and not match.group():
+                break
+            self.starts.append(pos)
+            self.lines.append(match.group())
+            pos = match.end()
+
+    def offset(self, lineno: int, col: int) -> int | None:
+        if not 0 < lineno <= len(self.lines):
+            return None
+        line = self.lines[lineno - 1]
+        chars = len(line.encode("utf-8")[:col].decode("utf-8", "replace"))
+        return self.starts[lineno - 1] + chars
+
+    def span(self, node: ast.expr) -> tuple[int, int] | None:
+        if node.end_lineno is None or node.end_col_offset is None:
+            return None
+        start = self.offset(node.lineno, node.col_offset)
+        end = self.offset(node.end_lineno, node.end_col_offset)
+        return None if start is None or end is None or end <= start else (start, end)
+
+
+# --------------------------------------------------------------------------- the callee's parameters
+
+
+def _local_signatures(tree: ast.Module) -> dict[str, list[str]]:
+    """Positional parameter names of the functions, classes and namedtuples the code defines."""
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.setdefault(node.name, [a.arg for a in [*node.args.posonlyargs, *node.args.args]])
+        elif isinstance(node, ast.ClassDef):
+            params = _class_params(node)
+            if params is not None:
+                out[node.name] = params
+        elif (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            fields = _namedtuple_call_fields(node.value)
+            if fields is not None:
+                out[node.targets[0].id] = fields
+    return out
+
+
+def _class_params(node: ast.ClassDef) -> list[str] | None:
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+            return [a.arg for a in [*item.args.posonlyargs, *item.args.args]][1:]
+    fields = [
+        item.target.id
+        for item in node.body
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.simple
+    ]
+    return fields or None  # a dataclass, NamedTuple, attrs or pydantic model: fields in order
+
+
+def _namedtuple_call_fields(value: ast.expr) -> list[str] | None:
+    """``namedtuple("Login", "user token")`` / ``NamedTuple("Login", [("user", str), ...])``."""
+    if not (isinstance(value, ast.Call) and len(value.args) >= 2):
+        return None
+    func = value.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if name not in ("namedtuple", "NamedTuple"):
+        return None
+    spec = value.args[1]
+    if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+        return spec.value.replace(",", " ").split()
+    if isinstance(spec, (ast.List, ast.Tuple)):
+        names = []
+        for item in spec.elts:
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                names.append(item.value)
+            elif isinstance(item, ast.Tuple) and item.elts and isinstance(item.elts[0], ast.Constant):
+                names.append(str(item.elts[0].value))
+        return names
+    return None
+
+
+def _runtime_params(obj: object, bound: bool) -> list[str] | None:
+    """Positional parameter names of a live callable, without running the user's code."""
+    try:
+        if inspect.isclass(obj):
+            if dataclasses.is_dataclass(obj):
+                return [f.name for f in dataclasses.fields(obj) if f.init]
+            fields = obj.__dict__.get("_fields")
+            if isinstance(fields, tuple) and all(isinstance(f, str) for f in fields):
+                return list(fields)
+        signature = inspect.signature(obj)  # type: ignore[arg-type]
+    except Exception:  # builtins without a signature, odd callables: nothing to say
+        return None
+    names = []
+    for param in signature.parameters.values():
+        if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(param.name)
+    return names[1:] if bound else names
+
+
+def _resolve(func: ast.expr, namespace: Mapping[str, Any]) -> tuple[object, bool] | None:
+    """The live object a call's ``func`` names (``f``, ``mod.f``, ``obj.method``), and whether bound."""
+    chain: list[str] = []
+    while isinstance(func, ast.Attribute):
+        chain.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name) or len(chain) > 4:
+        return None
+    try:
+        if func.id not in namespace:
+            return None
+        obj: object = namespace[func.id]
+        bound = False
+        for attr in reversed(chain):
+            if inspect.ismodule(obj) or inspect.isclass(obj):
+                obj = inspect.getattr_static(obj, attr)
+                bound = False
+            else:  # an instance: the method is looked up on its class
+                obj = inspect.getattr_static(type(obj), attr)
+                bound = inspect.isfunction(obj)
+            if isinstance(obj, (staticmethod, classmethod)):
+                bound = isinstance(obj, classmethod)
+                obj = obj.__func__
+    except Exception:
+        return None
+    return obj, bound
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+def _name_of(target: ast.expr) -> str | None:
+    """The name a value is stored under: ``x``, ``obj.x``, ``d["x"]``."""
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    if isinstance(target, ast.Subscript):
+        key = target.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+    return None
+
+
+def _strings(node: ast.expr | None, budget: list[int]) -> Iterator[ast.Constant]:
+    """The string literals a value expression is made of (containers and ``+`` followed; calls not:
+    ``getpass("Password: ")`` holds no secret)."""
+    if node is None or budget[0] <= 0:
+        return
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+        budget[0] -= 1
+        yield node
+    elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        for item in node.elts:
+            yield from _strings(item, budget)
+    elif isinstance(node, ast.Dict):
+        for item in node.values:
+            yield from _strings(item, budget)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        yield from _strings(node.left, budget)
+        yield from _strings(node.right, budget)
+
+
+class _Finder(ast.NodeVisitor):
+    def __init__(
+        self,
+        is_secret_name: Callable[[str], bool],
+        namespace: Mapping[str, Any],
+        local: dict[str, list[str]],
+    ) -> None:
+        self.is_secret = is_secret_name
+        self.namespace = namespace
+        self.local = local
+        self.found: list[tuple[ast.Constant, bool]] = []
+
+    # ---- recording
+
+    def _take(self, value: ast.expr | None) -> None:
+        literals = list(_strings(value, [_MAX_ITEMS]))
+        pair = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == 2 and len(literals) == 2
+        for i, node in enumerate(literals):
+            # ("user", "password"): the first is a user name unless it looks like a key itself.
+            text = node.value if isinstance(node.value, str) else ""
+            self.found.append((node, not (pair and i == 0 and len(text) < _PAIR_NAME_CHARS)))
+
+    def _bind(self, target: ast.expr, value: ast.expr | None) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                for sub_target, sub_value in zip(target.elts, value.elts, strict=True):
+                    self._bind(sub_target, sub_value)
+            return
+        name = _name_of(target)
+        if name is not None and self._secret_holder(name, value):
+            self._take(value)
+
+    def _secret_holder(self, name: str, value: ast.expr | None) -> bool:
+        if self.is_secret(name):
+            return True
+        # smtp_login = ("mailer", "pw"): a login holding a pair or list is a credential.
+        return isinstance(value, (ast.Tuple, ast.List)) and is_login_name(name)
+
+    # ---- statements
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._bind(target, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._bind(node.target, node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._bind(node.target, node.value)
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._bind(node.target, node.value)
+        self.generic_visit(node)
+
+    # ---- expressions
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        operands = [node.left, *node.comparators]
+        if any(_name_of(op) is not None and self.is_secret(_name_of(op) or "") for op in operands):
+            for op in operands:
+                if isinstance(op, ast.Constant):
+                    self._take(op)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key, value in zip(node.keys, node.values, strict=True):
+            if (
+                isinstance(key, ast.Constant)
+                and isinstance(key.value, str)
+                and self._secret_holder(key.value, value)
+            ):
+                self._take(value)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        for keyword in node.keywords:
+            if keyword.arg is not None and self._secret_holder(keyword.arg, keyword.value):
+                self._take(keyword.value)
+        params = self._params(node.func)
+        if params:
+            for arg, param in zip(node.args, params, strict=False):
+                if isinstance(arg, ast.Starred):
+                    break
+                if self.is_secret(param):
+                    self._take(arg)
+        self._frame_columns(node)
+        self.generic_visit(node)
+
+    def _params(self, func: ast.expr) -> list[str] | None:
+        if isinstance(func, ast.Name) and func.id in self.local:
+            return self.local[func.id]
+        resolved = _resolve(func, self.namespace)
+        if resolved is None:
+            return None
+        return _runtime_params(*resolved)
+
+    def _frame_columns(self, node: ast.Call) -> None:
+        """``DataFrame([[..., "pw"], ...], columns=[..., "password"])``: the cells of secret columns."""
+        columns = next((k.value for k in node.keywords if k.arg == "columns"), None)
+        if not isinstance(columns, (ast.List, ast.Tuple)):
+            return
+        secret = {
+            i
+            for i, col in enumerate(columns.elts)
+            if isinstance(col, ast.Constant) and isinstance(col.value, str) and self.is_secret(col.value)
+        }
+        data = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "data"), None)
+        if not secret or not isinstance(data, (ast.List, ast.Tuple)):
+            return
+        for row in data.elts[:_MAX_ITEMS]:
+            if isinstance(row, (ast.List, ast.Tuple)):
+                for i in secret:
+                    if i < len(row.elts):
+                        self._take(row.elts[i])
+
+
+_LOGIN_WORDS = frozenset({"login", "logins", "logon", "signin"})
+
+
+@functools.lru_cache(maxsize=8192)
+def is_login_name(name: str) -> bool:
+    """``smtp_login``, ``dbLogins``: a name whose tuple or list value is a (user, password) pair."""
+    low = name.lower()
+    if "log" not in low and "sign" not in low:
+        return False
+    return any(part in _LOGIN_WORDS for part in re.split(r"[^a-z]+", _snake(name)) if part)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 # --------------------------------------------------------------------------------------
@@ -1116,9 +1499,20 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
     )
 )
 _BEARER_RE = re.compile(r"(?i:\bbearer)\s+(?P<tok>[A-Za-z0-9\-._~+/]{16,}=*)")
+# The password runs to the LAST `@` before the query, fragment or end of the URL
+# (`mysql://root:x@y@db`, `postgresql://svc:a/b@db`); the user name may be empty (`redis://:pw@cache`).
 _URL_PASSWORD_RE = re.compile(
-    r"(?P<pre>\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@'\"<>]{1,100}:)(?P<pw>[^/\s@'\"<>]{1,200})@"
+    r"(?P<pre>\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^/\s:@'\"<>]{0,100}:)"
+    r"(?P<pw>[^\s'\"<>?#]{1,200})@(?=[A-Za-z0-9\[_\-])"
 )
+# A port and a path that holds an `@` (`http://host:8080/@scope/pkg`), or a placeholder, is not a password.
+_URL_NOT_PASSWORD_RE = re.compile(r"[0-9]{1,5}/.*|\$?\{[^{}]*\}|%\(?\w*\)?s")
+# AWS secret access keys: 40 base64 characters. Alone they cannot be told from other tokens, so
+# only near an access key id or an aws_secret_access_key-like name, and never all-hex (git SHAs).
+_AWS_SECRET_RE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_HINT_RE = re.compile(r"(?i:AKIA|ASIA|aws_secret|secret_?access_?key|aws)")
+_AWS_HINTS = ("akia", "asia", "aws", "secretaccesskey", "secret_access_key")
+_AWS_NEAR = 300  # characters between the key and its hint
 _CANDIDATE_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{32,}(?![A-Za-z0-9+/=_\-])")
 _HEX_RE = re.compile(r"[0-9a-fA-F\-_]+")
 _SHAPE_MARKER = _marker(_LABEL_SHAPE)
@@ -1126,15 +1520,82 @@ _SHAPE_MARKER = _marker(_LABEL_SHAPE)
 _HEADER_HINTS = ("authorization", "cookie", "api-key")
 _NAME_STEMS = (
     "key", "token", "secret", "pass", "pwd", "auth", "cred", "cookie", "bearer", "session", "priv",
+    "login", "logon", "signin",
 )  # fmt: skip
+# The shell's working directory variables: paths, not passwords, whatever "pwd" means elsewhere.
+_NOT_CREDENTIAL_NAMES = frozenset({"PWD", "OLDPWD"})
+
+# Remembered secrets (see Redactor.remember). Thresholds, in characters:
+# - under _MIN_REMEMBERED a value is redacted only where it was found (the literal, the field):
+#   "pw" or "1234" matched everywhere would blank ordinary text;
+# - under _WHOLE_WORD_BELOW it is matched only as a whole token ("hunter2", not inside "hunter22");
+# - with at least _MIN_NORMALISED letters and digits it is also matched in normalised form: letters
+#   and digits only, case-folded, so `" ".join(s)`, 6-character chunks on separate lines, a list of
+#   chunks or `s.upper()` are caught. Below that, a spread-out match would hit ordinary text (8
+#   letters and digits in a row make a random value one in 36**8 ≈ 2.8e12; a 6-character secret
+#   spread over a traceback would match words and numbers far too often).
+_MIN_REMEMBERED = 4
+_WHOLE_WORD_BELOW = 8
+_MIN_NORMALISED = 8
+_MAX_REMEMBERED = 4096  # longer strings (a whole file under a secret name) are not remembered
+_PREFIX_MIN = 4  # a cut that leaves this many leading letters and digits of a secret shows none
+_ALNUM_RE = re.compile(r"[^\W_]")
+_NON_ALNUM_RE = re.compile(r"[\W_]+")
+_SPREAD_KEEP_RE = re.compile(r"(['\"`\n])")  # kept around a spread-out secret: lines and quotes
+_NAMESPACE_NAMES = 20000  # names of a namespace looked at
+_CONTAINER_ITEMS = 64  # items of a container looked into for secrets
+_FRAME_ROWS = 256  # values of a DataFrame's credential-named column remembered
+# Values with nothing inside to look at (a namespace is mostly these).
+_PLAIN_TYPES = frozenset(
+    {int, float, bool, complex, str, bytes, type(None), types.ModuleType, types.FunctionType, type}
+)
 
 
-def _url_repl(m: re.Match[str]) -> str:
-    return m.group("pre") + _SHAPE_MARKER + "@"
+_STRING_TOKEN_RE = re.compile(r"(?P<pre>[A-Za-z]{0,2})(?P<q>'{3}|\"{3}|'|\")(?P<body>.*)(?P=q)", re.S)
 
 
-def _candidate_repl(m: re.Match[str]) -> str:
-    return _SHAPE_MARKER if _random_token(m.group(0)) else m.group(0)
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _blank_literals(code: str, found: Sequence[SecretLiteral]) -> str:
+    """Each secret literal's body (every string token in its span) replaced by the marker."""
+    out: list[str] = []
+    pos = 0
+    for literal in found:
+        if literal.start < pos:
+            continue
+        out.append(code[pos : literal.start])
+        out.append(_LITERAL_BODY_RE.sub(_blank_body, code[literal.start : literal.end]))
+        pos = literal.end
+    out.append(code[pos:])
+    return "".join(out)
+
+
+_LITERAL_BODY_RE = re.compile(
+    r"(?P<pre>[A-Za-z]{0,2})(?P<q>'{3}|\"{3}|'|\")(?P<body>(?:\\.|(?!(?P=q)).)*?)(?P=q)", re.S
+)
+
+
+def _blank_body(m: re.Match[str]) -> str:
+    if not m.group("body") or _MARKER_RE.fullmatch(m.group("body")):
+        return m.group(0)
+    return f"{m.group('pre')}{m.group('q')}{_CREDENTIAL_MARKER}{m.group('q')}"
+
+
+def _unescaped(body: str) -> str:
+    """A literal's body as the string it stands for (as written when that cannot be read)."""
+    if "\\" not in body:
+        return body
+    try:
+        value = ast.literal_eval(f'"""{body}"""') if '"""' not in body else body
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return body
+    return value if isinstance(value, str) else body
 
 
 _LIT = (
@@ -1142,18 +1603,24 @@ _LIT = (
     r"(?:(?P<q3>'''|\"\"\")(?P<b3>[\s\S]{0,5000}?)(?P=q3)|(?P<q1>['\"])(?P<b1>(?:\\.|(?!(?P=q1))[^\\\n]){0,5000})(?P=q1))"
 )
 # `name = "lit"`, `name: str = "lit"`, `f(name="lit")`, `name == "lit"`, `obj.name = "lit"`
+# Spaces and tabs only, never a newline: in the history block `In [2], defines db_password, host:`
+# sits above `    db_password = "…"`, and `host: db_password = "…"` must not read as one statement.
 _ASSIGN_RE = re.compile(
-    r"(?<![\w])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})\s*(?::\s*[\w.\[\], |]{1,60}?\s*)?(?::=|[!=]=|=)\s*"
-    + _LIT
+    r"(?<![\w])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})[ \t]*(?::[ \t]*[\w.\[\], |]{1,60}?[ \t]*)?"
+    r"(?::=|[!=]=|=)[ \t]*" + _LIT
 )
 # `"name": "lit"` (dict literals, JSON), `["name"] = "lit"` (subscript assignment)
-_KEYED_RE = re.compile(r"(?P<kq>['\"])(?P<name>[A-Za-z_][\w\-. ]{0,80})(?P=kq)\s*(?::|\]\s*=)\s*" + _LIT)
+_KEYED_RE = re.compile(
+    r"(?P<kq>['\"])(?P<name>[A-Za-z_][\w\-. ]{0,80})(?P=kq)[ \t]*(?::|\][ \t]*=)[ \t]*" + _LIT
+)
 # `name = ("user", "lit")` — e.g. requests' auth tuples: every literal of the tuple
 _TUPLE_RE = re.compile(
-    r"(?<![\w])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})\s*=\s*\(\s*"
+    r"(?<![\w])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})[ \t]*=[ \t]*[(\[]\s*"
     r"(?P<items>(?:[rRbBuU]{0,2}(?:'[^'\\\n]{0,500}'|\"[^\"\\\n]{0,500}\")\s*,\s*){1,3}"
-    r"[rRbBuU]{0,2}(?:'[^'\\\n]{0,500}'|\"[^\"\\\n]{0,500}\"))\s*,?\s*\)"
+    r"[rRbBuU]{0,2}(?:'[^'\\\n]{0,500}'|\"[^\"\\\n]{0,500}\"))\s*,?\s*[)\]]"
 )
+_NAME_PATH_RE = re.compile(r"[A-Za-z_][\w.]*(?:\[(?:'[^'\n]*'|\"[^\"\n]*\"|\d+)\])*")
+_TUPLE_TARGETS_RE = re.compile(r"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)+")
 _TUPLE_ITEM_RE = re.compile(r"(?P<pre>[rRbBuU]{0,2})(?P<q>['\"])(?P<b>[^'\"\\\n]*)(?P=q)")
 # `%env NAME=value`, `%set_env NAME value`, `export NAME=value`
 _SHELL_RE = re.compile(
@@ -1187,6 +1654,99 @@ def _random_token(tok: str) -> bool:
     return digit_runs >= 3 and _entropy(tok) >= 3.7
 
 
+def _normalise(text: str) -> str:
+    """Letters and digits only, lower-cased (unless lowering changes the length)."""
+    low = text.lower()
+    return _NON_ALNUM_RE.sub("", low if len(low) == len(text) else text)
+
+
+def _whole_word(text: str, start: int, end: int) -> bool:
+    return (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum())
+
+
+@functools.lru_cache(maxsize=8192)
+def _secret_name(name: str) -> bool:
+    if name in _NOT_CREDENTIAL_NAMES:
+        return False
+    words = [w.lower() for w in _WORD_RE.findall(name)]
+    if not words or any(w in _NEUTRAL_WORDS for w in words):
+        return False
+    for i, word in enumerate(words):
+        if word in _SECRET_WORDS:
+            return True
+        if any(word.endswith(s) and len(word) > len(s) for s in _SECRET_SUFFIXES):
+            return True
+        qualifiers = _QUALIFIED.get(word)
+        if qualifiers is not None and i > 0 and words[i - 1] in qualifiers:
+            return True
+    return False
+
+
+def _strings_in(value: object, depth: int = 2) -> Iterator[str]:
+    """The strings a value held under a credential name is made of (bounded, no user code run
+    except ``__dict__`` reads of plain objects)."""
+    if isinstance(value, str):
+        if len(value) <= _MAX_REMEMBERED:
+            yield value
+    elif isinstance(value, (bytes, bytearray)):
+        if len(value) <= _MAX_REMEMBERED:
+            yield bytes(value).decode("utf-8", "replace")
+    elif type(value) is int:
+        if abs(value) >= 10**5:  # a PIN-like number; small ints are everywhere
+            yield str(value)
+    elif depth <= 0:
+        return
+    elif isinstance(value, dict):
+        for item in itertools.islice(value.values(), _CONTAINER_ITEMS):
+            yield from _strings_in(item, depth - 1)
+    elif isinstance(value, (list, tuple, set, frozenset, deque)):
+        for item in itertools.islice(value, _CONTAINER_ITEMS):
+            yield from _strings_in(item, depth - 1)
+    elif _default_repr(type(value)):
+        try:
+            attrs = object.__getattribute__(value, "__dict__")
+        except Exception:
+            return
+        if isinstance(attrs, dict):
+            for item in itertools.islice(attrs.values(), _CONTAINER_ITEMS):
+                yield from _strings_in(item, depth - 1)
+
+
+def _pair_user(value: object) -> bool:
+    """``("mailer", "pw")``: a (user name, password) pair whose first item is a plain user name."""
+    return (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, str) for v in value)
+        and len(value[0]) < 16
+        and not _random_token(value[0])
+    )
+
+
+def _splice(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """``text`` with each span (merged where they overlap) replaced by its marker.
+
+    Quotes and line breaks inside a span are kept, and so is every piece without a letter or
+    digit, so a secret spread over a list of quoted chunks stays a list of quoted markers and
+    code stays code: ``['Xk7pQ9', '-zW3mN']`` becomes ``['<redacted…>', '<redacted…>']``."""
+    spans.sort()
+    merged: list[list[Any]] = []
+    for start, end, label in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end, label])
+    out: list[str] = []
+    pos = 0
+    for start, end, label in merged:
+        out.append(text[pos:start])
+        for part in _SPREAD_KEEP_RE.split(text[start:end]):
+            out.append(_marker(label) if _ALNUM_RE.search(part) else part)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _literal_forms(value: str) -> list[str]:
     """The value as it appears raw and inside a Python repr (escaped)."""
     forms = [value]
@@ -1216,21 +1776,122 @@ class Redactor:
     ) -> None:
         env = dict(os.environ if environ is None else environ)
         self._hits: Counter[str] = Counter()
-        labels: dict[str, str] = {}
+        self._labels: dict[str, str] = {}  # exact forms -> label
+        self._norm: dict[str, str] = {}  # normalised forms (letters and digits) -> label
+        self._longest_value = 0
+        self._version = 0  # bumped whenever a new secret is remembered
+        self._namespace: Mapping[str, object] | None = None  # for the callees of code (not pickled)
+        self._learned: int | None = None  # id of the namespace last learned from
         # Secret-looking names first so a value shared by several variables is labelled by the
         # most telling one.
         for name in sorted(env, key=lambda k: (not self.is_secret_name(k), k)):
             value = env[name]
             if not isinstance(value, str) or not self._env_value_is_secret(name, value, min_env_value_len):
                 continue
-            for form in _literal_forms(value):
-                labels.setdefault(form, f"env {name}")
+            self._add(value, f"env {name}")
         for value in extra_secret_values:
             if isinstance(value, str) and value.strip():
-                for form in _literal_forms(value):
-                    labels.setdefault(form, _LABEL_KNOWN)
-        self._labels = labels
-        self._longest_value = max((len(v) for v in labels), default=0)
+                self._add(value, _LABEL_KNOWN)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_namespace"] = None  # never pickle the user's namespace along (spawn trials)
+        return state
+
+    def _add(self, value: str, label: str) -> None:
+        known = len(self._labels) + len(self._norm)
+        for form in _literal_forms(value):
+            self._labels.setdefault(form, label)
+            self._longest_value = max(self._longest_value, len(form))
+        norm = _normalise(value)
+        if len(norm) >= _MIN_NORMALISED:
+            self._norm.setdefault(norm, label)
+        if len(self._labels) + len(self._norm) != known:
+            self._version += 1
+
+    # ---- remembered secrets -----------------------------------------------------------
+
+    def remember(self, value: object, label: str = _LABEL_KNOWN) -> None:
+        """Redact ``value`` wherever it appears from now on (in every form, see :meth:`redact_text`).
+
+        ``value`` is a string or anything holding strings (a tuple, a dict's values, a plain
+        object's attributes). Called for everything found to be secret: values of credential
+        names, literals in code, passwords in URLs, credential-shaped tokens. A (user name,
+        password) pair remembers only the password; values shorter than 4 characters, blank,
+        trivial (``none``, ``true``) or all digits under 6 are redacted only where found.
+        """
+        items = [value[1]] if _pair_user(value) else _strings_in(value)  # type: ignore[index]
+        for item in items:
+            text = item.strip() if isinstance(item, str) else ""
+            if len(text) < _MIN_REMEMBERED or REDACTED in text or text.lower() in _TRIVIAL_ENV_VALUES:
+                continue
+            if text.isdigit() and len(text) < 6:
+                continue
+            self._add(text, label)
+
+    def learn_namespace(self, namespace: Mapping[str, object]) -> None:
+        """Remember the secrets ``namespace`` holds, and use it to resolve callees in code.
+
+        Remembered: the values of credential-named variables (and of ``*_login`` tuples),
+        and, one or two levels into other values, what sits under credential-named dict
+        keys, dataclass/namedtuple fields, plain object attributes and DataFrame columns.
+        Bounded: at most 64 items of a container and 256 values of a column are read.
+        """
+        self._namespace = namespace
+        if self._learned == id(namespace):
+            return
+        self._learned = id(namespace)
+        try:
+            items = list(itertools.islice(namespace.items(), _NAMESPACE_NAMES))
+        except Exception:
+            return
+        libs = _Libs()
+        for name, value in items:
+            if isinstance(name, str) and not name.startswith("_"):
+                try:
+                    self._learn(name, value, libs, 2)
+                except Exception:  # a hostile object: what it hides stays where it is
+                    continue
+
+    def _learn(self, name: str, value: object, libs: _Libs, depth: int) -> None:
+        t = type(value)
+        if name and (_secret_name(name) or ((t is tuple or t is list) and is_login_name(name))):
+            self.remember(value)
+            return
+        if depth <= 0 or t in _PLAIN_TYPES:
+            return
+        if t is dict:
+            for key, item in itertools.islice(value.items(), _CONTAINER_ITEMS):  # type: ignore[attr-defined]
+                if isinstance(key, str):
+                    self._learn(key, item, libs, depth - 1)
+        elif _is(t, libs.DataFrame):
+            self._learn_frame(value)
+        elif t is list or t is tuple:
+            for item in itertools.islice(value, 16):  # type: ignore[call-overload]
+                self._learn("", item, libs, depth - 1)
+        else:
+            fields = _namedtuple_fields(t) or _dataclass_fields(t)
+            if fields is not None:
+                for field_name in fields:
+                    if _secret_name(field_name):
+                        self.remember(getattr(value, field_name, None))
+            elif _default_repr(t):
+                attrs = object.__getattribute__(value, "__dict__")
+                if isinstance(attrs, dict):
+                    for key, item in itertools.islice(attrs.items(), _CONTAINER_ITEMS):
+                        if isinstance(key, str) and _secret_name(key):
+                            self.remember(item)
+
+    def _learn_frame(self, frame: Any) -> None:
+        for column in list(frame.columns[:_CONTAINER_ITEMS]):
+            if isinstance(column, str) and _secret_name(column):
+                for item in frame[column].head(_FRAME_ROWS).tolist():
+                    self.remember(item)
+
+    def is_secret_env(self, name: str, value: str) -> bool:
+        """Whether an environment variable holds a secret (what trials must not see): any value
+        under a credential-like name, however short, and every value the redactor would hide."""
+        return bool(value) and (self.is_secret_name(name) or self._env_value_is_secret(name, value, 6))
 
     def _env_value_is_secret(self, name: str, value: str, min_len: int) -> bool:
         if len(value) < max(1, min_len):
@@ -1257,26 +1918,16 @@ class Redactor:
         Matched on word parts (snake_case, camelCase, kebab-case), case-insensitively:
         ``API_KEY``, ``db_password``, ``githubToken``, ``AWS_SECRET_ACCESS_KEY``,
         ``auth_header``, ``X-Api-Key`` are; ``monkey``, ``keyboard``, ``tokenizer``,
-        ``max_tokens``, ``n_tokens``, ``token_ids``, ``sort_key`` and a bare ``key`` are not.
+        ``max_tokens``, ``n_tokens``, ``token_ids``, ``sort_key``, a bare ``key`` and the shell's
+        ``PWD``/``OLDPWD`` (a working directory) are not.
         """
-        words = [w.lower() for w in _WORD_RE.findall(name)]
-        if not words or any(w in _NEUTRAL_WORDS for w in words):
-            return False
-        for i, word in enumerate(words):
-            if word in _SECRET_WORDS:
-                return True
-            if any(word.endswith(s) and len(word) > len(s) for s in _SECRET_SUFFIXES):
-                return True
-            qualifiers = _QUALIFIED.get(word)
-            if qualifiers is not None and i > 0 and words[i - 1] in qualifiers:
-                return True
-        return False
+        return _secret_name(name) if isinstance(name, str) else False
 
     # ---- values -----------------------------------------------------------------------
 
     def looks_like_secret_value(self, text: str) -> bool:
         """Whether ``text`` contains something shaped like a real credential."""
-        if _URL_PASSWORD_RE.search(text):
+        if any(not _URL_NOT_PASSWORD_RE.fullmatch(m.group("pw")) for m in _URL_PASSWORD_RE.finditer(text)):
             return True
         if any(any(h in text for h in hints) and shape.search(text) for hints, shape in _SHAPES):
             return True
@@ -1331,7 +1982,8 @@ class Redactor:
         for value, label in self._labels.items():
             start = text.find(value)
             while start != -1:
-                spans.append((start, -len(value), label))
+                if len(value) >= _WHOLE_WORD_BELOW or _whole_word(text, start, start + len(value)):
+                    spans.append((start, -len(value), label))
                 start = text.find(value, start + 1)
         if not spans:
             return text
@@ -1350,9 +2002,12 @@ class Redactor:
     def redact_text(self, text: str) -> str:
         """``text`` with every secret replaced by a ``<redacted:…>`` marker.
 
-        Order: environment/known values (longest first), credential shapes, then literals
-        given to credential names. Text inside existing markers is never touched, so
-        redacting twice changes nothing and counts nothing twice.
+        Order: environment/remembered values (longest first), then the same values in
+        normalised form (letters and digits only, case-folded; values with at least 8 of
+        them), credential shapes, then literals given to credential names. Whatever a rule
+        finds is remembered, and its other occurrences are redacted in the same pass. Text
+        inside existing markers is never touched, so redacting twice changes nothing and
+        counts nothing twice.
         """
         out = self._redact(text)
         self._count_markers(out, text)
@@ -1361,18 +2016,88 @@ class Redactor:
     def _redact(self, text: str) -> str:
         if not text:
             return text
+        version = self._version
+        text = self._redact_rules(self._redact_values(text))
+        if self._version != version:  # a rule found a new secret: redact its other occurrences too
+            text = self._redact_values(text)
+        return text
+
+    def _redact_values(self, text: str) -> str:
         if self._labels:
             text = self._outside_markers(self._replace_values, text)
+        if self._norm:
+            text = self._replace_normalised(text)
+        return text
+
+    def _normalised_view(self, text: str) -> str:
+        """``text`` lower-cased (if that keeps its length) with markers blanked: same offsets."""
+        low = text.lower()
+        if len(low) != len(text):
+            low = text
+        if REDACTED in low:
+            low = _MARKER_RE.sub(lambda m: " " * len(m.group(0)), low)
+        return low
+
+    def _replace_normalised(self, text: str) -> str:
+        """Remembered values found with separators, whitespace, quotes or case changed.
+
+        One normalised copy of the text and ``str.find`` per value: linear in the text. The
+        offsets back into the text are computed only when something was found.
+        """
+        view = self._normalised_view(text)
+        norm = _NON_ALNUM_RE.sub("", view)
+        if len(norm) < _MIN_NORMALISED:
+            return text
+        hits: list[tuple[int, int, str]] = []
+        for form, label in self._norm.items():
+            at = norm.find(form)
+            while at != -1:
+                hits.append((at, at + len(form), label))
+                at = norm.find(form, at + 1)
+        if not hits:
+            return text
+        where = [m.start() for m in _ALNUM_RE.finditer(view)]
+        return _splice(text, [(where[a], where[b - 1] + 1, label) for a, b, label in hits])
+
+    def guard_cut(self, head: str) -> str:
+        """``head``, the start of a text that was cut, without a trailing beginning of a secret.
+
+        A secret straddling a cut is not found whole in either part; this drops the part
+        before the cut when its last letters and digits (4 or more) begin a remembered value.
+        """
+        if not self._norm or not head:
+            return head
+        tail_start = max(0, len(head) - 4 * max((len(f) for f in self._norm), default=0) - 64)
+        view = self._normalised_view(head[tail_start:])
+        where = [m.start() for m in _ALNUM_RE.finditer(view)]
+        norm = "".join(view[i] for i in where)
+        best: tuple[int, str] | None = None
+        for form, label in self._norm.items():
+            first = max(0, len(norm) - len(form) + 1)
+            at = norm.find(form[0], first)
+            while at != -1 and len(norm) - at >= _PREFIX_MIN:
+                if form.startswith(norm[at:]):
+                    if best is None or at < best[0]:
+                        best = (at, label)
+                    break
+                at = norm.find(form[0], at + 1)
+        if best is None:
+            return head
+        return head[: tail_start + where[best[0]]] + _marker(best[1])
+
+    def _redact_rules(self, text: str) -> str:
         # Each rule runs only if a cheap substring test says it could match.
         low = text.lower()
+        if "AKIA" in text or "ASIA" in text or any(hint in low for hint in _AWS_HINTS):
+            text = self._aws(text)
         for hints, shape in _SHAPES:
             if any(hint in text for hint in hints):
-                text = self._outside_markers(functools.partial(shape.sub, _SHAPE_MARKER), text)
+                text = self._outside_markers(functools.partial(shape.sub, self._shape_repl), text)
         if "://" in text:
-            text = self._outside_markers(lambda t: _URL_PASSWORD_RE.sub(_url_repl, t), text)
+            text = self._outside_markers(lambda t: _URL_PASSWORD_RE.sub(self._url_repl, t), text)
         if "bearer" in low:
             text = self._outside_markers(lambda t: _BEARER_RE.sub(self._bearer_repl, t), text)
-        text = self._outside_markers(lambda t: _CANDIDATE_RE.sub(_candidate_repl, t), text)
+        text = self._outside_markers(lambda t: _CANDIDATE_RE.sub(self._candidate_repl, t), text)
         if any(hint in low for hint in _HEADER_HINTS):
             text = _HEADER_RE.sub(self._header_repl, text)
         if "%env" in low or "%set_env" in low or "export" in low:
@@ -1383,25 +2108,62 @@ class Redactor:
             text = _KEYED_RE.sub(self._literal_repl, text)
         return text
 
+    def _shape_repl(self, m: re.Match[str]) -> str:
+        self.remember(m.group(0))
+        return _SHAPE_MARKER
+
+    def _candidate_repl(self, m: re.Match[str]) -> str:
+        if not _random_token(m.group(0)):
+            return m.group(0)
+        self.remember(m.group(0))
+        return _SHAPE_MARKER
+
+    def _url_repl(self, m: re.Match[str]) -> str:
+        pw = m.group("pw")
+        if _URL_NOT_PASSWORD_RE.fullmatch(pw):
+            return m.group(0)
+        self.remember(pw)
+        return m.group("pre") + _SHAPE_MARKER + "@"
+
+    def _aws(self, text: str) -> str:
+        hints = [m.start() for m in _AWS_HINT_RE.finditer(text)]
+        if not hints:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            token = m.group(0)
+            if _HEX_RE.fullmatch(token) or token.lower() == token or token.upper() == token:
+                return token  # git SHAs and other hex digests, plain words
+            if min(abs(h - m.start()) for h in hints) > _AWS_NEAR:
+                return token
+            self.remember(token)
+            return _SHAPE_MARKER
+
+        return self._outside_markers(lambda t: _AWS_SECRET_RE.sub(repl, t), text)
+
     def _bearer_repl(self, m: re.Match[str]) -> str:
         if not self._bearer_token(m.group("tok")):
             return m.group(0)
+        self.remember(m.group("tok"))
         return m.group(0)[: m.start("tok") - m.start()] + self._mark(_LABEL_SHAPE)
 
     def _header_repl(self, m: re.Match[str]) -> str:
         if m.group("val").startswith(REDACTED) and _MARKER_RE.fullmatch(m.group("val").strip()):
             return m.group(0)
+        self.remember(m.group("val"))
         return m.group("pre") + self._mark(_LABEL_CREDENTIAL)
 
     def _shell_repl(self, m: re.Match[str]) -> str:
         val = m.group("val").strip("'\"")
         if not self.is_secret_name(m.group("name")) or not val or val.startswith(REDACTED):
             return m.group(0)
+        self.remember(val)
         return m.group("pre") + self._mark(_LABEL_CREDENTIAL)
 
     def _tuple_repl(self, m: re.Match[str]) -> str:
-        if not self.is_secret_name(m.group("name")):
+        if not (self.is_secret_name(m.group("name")) or is_login_name(m.group("name"))):
             return m.group(0)
+        self.remember([i.group("b") for i in _TUPLE_ITEM_RE.finditer(m.group("items"))])
         start = m.start("items") - m.start()
         end = m.end("items") - m.start()
         whole = m.group(0)
@@ -1418,16 +2180,87 @@ class Redactor:
     def _literal_repl(self, m: re.Match[str]) -> str:
         if not self.is_secret_name(m.group("name")):
             return m.group(0)
+        line_start = m.string.rfind("\n", 0, m.start()) + 1
+        if _TUPLE_TARGETS_RE.fullmatch(m.string, line_start, m.start()):
+            return m.group(0)  # `user, password = "bob", "…"`: "bob" is the user's (code: see redact_code)
         group = "b3" if m.group("q3") is not None else "b1"
         body = m.group(group)
         if not body or _MARKER_RE.fullmatch(body):
             return m.group(0)
         if "f" in m.group("pre").lower() and "{" in body:
             return m.group(0)  # an f-string interpolating a variable: the variable is what matters
+        self.remember(_unescaped(body))
         start = m.start(group) - m.start()
         end = m.end(group) - m.start()
         whole = m.group(0)
         return whole[:start] + self._mark(_LABEL_CREDENTIAL) + whole[end:]
+
+    # ---- code -------------------------------------------------------------------------
+
+    def redact_code(self, code: str) -> str:
+        """``code`` with every secret replaced inside its string literal, still valid Python.
+
+        Literals the code's structure marks as secret are found by parsing it (see
+        :mod:`nbrefine._codesecrets`: positional arguments of credential-named parameters,
+        dataclass fields, tuples under login names, DataFrame columns...) and remembered;
+        then the text rules run. If their result no longer parses while the code did (an
+        environment value that is also a name in the code), only string literals and
+        comments are redacted instead. Code that does not parse is redacted as text.
+        """
+        out = self._redact_code(code)
+        self._count_markers(out, code)
+        return out
+
+    def _redact_code(self, code: str) -> str:
+        if not code:
+            return code
+        found = secret_literals(code, self.is_secret_name, self._namespace)
+        if found is None:
+            return self._redact(code)
+        for literal in found:
+            if literal.remember:
+                self.remember(literal.value)
+        structural = _blank_literals(code, found)
+        out = self._redact(structural)
+        if out == structural or _parses(out):
+            return out
+        return self._redact_tokens(structural)
+
+    def _redact_tokens(self, code: str) -> str:
+        """Only string literals (their bodies) and comments redacted: names and syntax untouched."""
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+        except (tokenize.TokenError, SyntaxError):
+            return code
+        starts = [0]
+        for line in code.splitlines(keepends=True):
+            starts.append(starts[-1] + len(line))
+        out: list[str] = []
+        pos = 0
+        for tok in tokens:
+            if tok.type not in (tokenize.STRING, tokenize.COMMENT) or tok.start[0] > len(starts) - 1:
+                continue
+            start = starts[tok.start[0] - 1] + tok.start[1]
+            end = starts[tok.end[0] - 1] + tok.end[1]
+            out.append(code[pos:start])
+            out.append(self._redact_token(tok.string, tok.type == tokenize.COMMENT))
+            pos = end
+        out.append(code[pos:])
+        return "".join(out)
+
+    def _redact_token(self, text: str, comment: bool) -> str:
+        if comment:
+            return "#" + self._redact(text[1:]).replace("\n", " ")
+        match = _STRING_TOKEN_RE.fullmatch(text)
+        if match is None:
+            return text
+        body = self._redact(match.group("body"))
+        if body == match.group("body"):
+            return text
+        candidate = f"{match.group('pre')}{match.group('q')}{body}{match.group('q')}"
+        if _parses(candidate):
+            return candidate
+        return f"{match.group('pre')}{match.group('q')}{_CREDENTIAL_MARKER}{match.group('q')}"
 
     # ---- summaries --------------------------------------------------------------------
 
@@ -1441,8 +2274,13 @@ class Redactor:
         through :meth:`redact_text` before it is cut to ``max_chars``.
         """
         type_name = _type_name(value)
-        if self.is_secret_name(name):
+        if self.is_secret_name(name) or (is_login_name(name) and isinstance(value, (tuple, list))):
             self._hits[_LABEL_CREDENTIAL] += 1
+            # `db_password`, `cfg.api_key`, `env["TOKEN"]` hold a secret; an expression that merely
+            # mentions one (`"login failed: password=" + pw`) is not one as a whole.
+            if _NAME_PATH_RE.fullmatch(name):
+                with contextlib.suppress(Exception):  # a hostile container: it is not rendered anyway
+                    self.remember(value)
             return ValueSummary(name, type_name, _CREDENTIAL_MARKER, redacted=True)
         text = _summarize(value, max_chars, 0.2, self)
         text = _clip(self._redact(text), max_chars)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from .context import Redactor
+
 __all__ = [
     "CellTarget",
     "ExecutedCell",
@@ -88,13 +90,16 @@ class HistoryReport:
     warnings: tuple[str, ...]  # stale state, plain sentences
     indirect: dict[str, int] = field(default_factory=dict)  # names those cells use, same mapping
 
-    def render(self, budget_chars: int) -> str:
+    def render(self, budget_chars: int, redactor: Redactor | None = None) -> str:
         """The history section, at most ``budget_chars`` characters.
 
         Warnings, then where each name was defined, then the cells in execution order,
         chosen most relevant first (the definers, then the most recent) and each clipped;
-        the cells left out are marked ``[... N earlier cells not shown]``."""
-        return _render(self, budget_chars)
+        the cells left out are marked ``[... N earlier cells not shown]``. Each cell's
+        source is redacted (:meth:`Redactor.redact_code`) *before* it is clipped, so a
+        secret is never shown in part; without a ``redactor``, one that knows no
+        environment still redacts what the code's structure marks as secret."""
+        return _render(self, budget_chars, redactor or Redactor(environ={}))
 
 
 @dataclass(frozen=True)
@@ -564,7 +569,7 @@ class _Context:
 # --------------------------------------------------------------------------- render
 
 
-def _render(report: HistoryReport, budget: int) -> str:
+def _render(report: HistoryReport, budget: int, redactor: Redactor) -> str:
     if budget <= 0:
         return ""
     by_count = {cell.count: cell for cell in report.executed}
@@ -603,7 +608,8 @@ def _render(report: HistoryReport, budget: int) -> str:
         is_relevant = count in defines
         cap = max(300, budget // 3) if is_relevant else max(160, budget // 6)
         # A definer is clipped to what room is left; another cell is shown at its cap or not at all.
-        block = _cell_block(by_count, groups[key], defines, min(cap, room - 30) if is_relevant else cap)
+        limit = min(cap, room - 30) if is_relevant else cap
+        block = _cell_block(by_count, groups[key], defines, limit, redactor)
         if block is None or len(block) + 1 > room - 30:
             if is_relevant:
                 continue
@@ -647,7 +653,11 @@ def _gap(n: int, first: bool) -> str:
 
 
 def _cell_block(
-    by_count: dict[int, ExecutedCell], counts: list[int], defines: dict[int, list[str]], limit: int
+    by_count: dict[int, ExecutedCell],
+    counts: list[int],
+    defines: dict[int, list[str]],
+    limit: int,
+    redactor: Redactor,
 ) -> str | None:
     if limit < 60:
         return None
@@ -660,7 +670,7 @@ def _cell_block(
     header = f"{label}{cell_part}" + (f", defines {', '.join(names)}:" if names else ":")
     spans = _facts(cell.source, cell.code).spans if names else {}
     keep = [spans[name] for name in names if name in spans]
-    body = _clip_source(cell.source, limit - len(header) - 1, keep)
+    body = _clip_source(redactor.redact_code(cell.source), limit - len(header) - 1, keep)
     if body is None:
         return None
     return f"{header}\n{body}"

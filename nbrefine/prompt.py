@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -83,32 +83,31 @@ def build_request(
     max_tokens: int = 4096,
     user_note: str = "",
 ) -> ProviderRequest:
-    """The request for the next attempt. The whole text passes through ``redactor``."""
-    fixed = [
-        _section("The cell", _fenced(task.code)),
-        _section(
-            "How it failed in the kernel",
-            clip("\n\n".join(f.render() for f in task.failures), _SECTION_LIMITS["failure"]),
-        ),
-    ]
-    if task.history:
-        fixed.append(_section("Notebook history (cells run before this one)", clip(task.history, 3000)))
-    if task.checks:
-        checks = "\n".join(task.checks)
-        fixed.append(_section("Extra checks that must also pass after the cell", clip(checks, 1500)))
-    if task.notes:
-        fixed.append(_section("Notes", clip("\n".join(task.notes), _SECTION_LIMITS["notes"])))
-    if user_note:
-        fixed.append(_section("Note from the user", clip(user_note, 1000)))
-    varying = [*_attempt_sections(history), _section("Your task", _closing_instruction(history))]
-    used = sum(len(part) for part in fixed) + sum(len(part) for part in varying)
-    room = max(budget - used - 200, 0)
-    if task.values and room > 200:
-        values = clip(render_summaries(task.values, task.values_left_out), room)
-        fixed.insert(2, _section("Variables the cell uses (kernel state before the cell ran)", values))
+    """The request for the next attempt. Every part of the text passes through ``redactor``.
+
+    First the redactor learns what is secret: the namespace's credentials, and the literals
+    the code marks as secret (positional arguments, dataclass fields...). Then each section
+    is redacted before it is cut to its limit, so a secret straddling a cut is never shown
+    in part: code with :meth:`Redactor.redact_code` (it stays valid Python), the rest with
+    the text rules. If redacting a section found a secret not known before, the sections
+    are redacted again so that it is hidden in the earlier ones too.
+    """
+    if task.namespace:
+        redactor.learn_namespace(task.namespace)
+    pieces = [task.code, *task.checks, *(a.code for a in history if a.code is not None)]
+    for _ in range(2):
+        version = redactor._version
+        code = {piece: redactor._redact_code(piece) for piece in dict.fromkeys(pieces)}
+        if redactor._version != version:
+            code = {piece: redactor._redact_code(piece) for piece in code}
+        version = redactor._version
+        fixed, varying = _sections(task, history, redactor, code, user_note, budget)
+        if redactor._version == version:
+            break
     # What every attempt repeats comes first, so that providers can cache it.
-    stable = redactor.redact_text("\n".join(fixed) + "\n")
-    text = clip(stable + redactor.redact_text("\n".join(varying)), budget)
+    stable = "\n".join(fixed) + "\n"
+    text = _clip_redacted(stable + "\n".join(varying), budget, redactor, lambda t: t)
+    redactor._count_markers(text)
     return ProviderRequest(
         system=SYSTEM_PROMPT,
         user=text,
@@ -116,6 +115,59 @@ def build_request(
         context=_repair_context(task, history),
         cache_prefix=len(stable) if len(stable) < len(text) else 0,
     )
+
+
+def _sections(
+    task: RepairTask,
+    history: Sequence[Attempt],
+    redactor: Redactor,
+    code: Mapping[str, str],
+    user_note: str,
+    budget: int,
+) -> tuple[list[str], list[str]]:
+    """The prompt's sections, each redacted and cut to its limit: (repeated ones, this attempt's)."""
+
+    def text(body: str, limit: int) -> str:
+        return _clip_redacted(body, limit, redactor, redactor._redact)
+
+    fixed = [
+        _section("The cell", _fenced(code[task.code])),
+        _section(
+            "How it failed in the kernel",
+            text("\n\n".join(f.render() for f in task.failures), _SECTION_LIMITS["failure"]),
+        ),
+    ]
+    if task.history:
+        fixed.append(_section("Notebook history (cells run before this one)", text(task.history, 3000)))
+    if task.checks:
+        checks = "\n".join(code[check] for check in task.checks)
+        fixed.append(_section("Extra checks that must also pass after the cell", clip(checks, 1500)))
+    if task.notes:
+        fixed.append(_section("Notes", text("\n".join(task.notes), _SECTION_LIMITS["notes"])))
+    if user_note:
+        fixed.append(_section("Note from the user", text(user_note, 1000)))
+    varying = [*_attempt_sections(history, code, text), _section("Your task", _closing_instruction(history))]
+    used = sum(len(part) for part in fixed) + sum(len(part) for part in varying)
+    room = max(budget - used - 200, 0)
+    if task.values and room > 200:
+        values = text(render_summaries(task.values, task.values_left_out), room)
+        fixed.insert(2, _section("Variables the cell uses (kernel state before the cell ran)", values))
+    return fixed, varying
+
+
+def _clip_redacted(text: str, limit: int, redactor: Redactor, redact: Callable[[str], str]) -> str:
+    """``text`` redacted, then cut to ``limit`` like :func:`clip`.
+
+    Only a window reaching well past the cut is redacted (trial output can be a megabyte),
+    and the part kept loses any trailing beginning of a secret the cut went through."""
+    margin = 4096 + 4 * redactor._longest_value
+    window = text[: limit + margin]
+    redacted = redact(window)
+    if len(redacted) <= limit and len(window) == len(text):
+        return redacted
+    dropped = max(len(text), len(redacted)) - limit
+    marker = f"\n[... truncated {dropped} characters]"
+    return redactor.guard_cut(redacted[: max(limit - len(marker), 0)]) + marker
 
 
 def _repair_context(task: RepairTask, history: Sequence[Attempt]) -> RepairContext:
@@ -133,32 +185,33 @@ def _repair_context(task: RepairTask, history: Sequence[Attempt]) -> RepairConte
     )
 
 
-def _attempt_sections(history: Sequence[Attempt]) -> list[str]:
+def _attempt_sections(
+    history: Sequence[Attempt], code: Mapping[str, str], text: Callable[[str, int], str]
+) -> list[str]:
     if not history:
         return []
     sections = []
     if len(history) > 1:
         lines = [f"- attempt {a.number}: {a.summary()}" for a in history[:-1]]
-        sections.append(_section("Earlier attempts", clip("\n".join(lines), _SECTION_LIMITS["history"])))
+        sections.append(_section("Earlier attempts", text("\n".join(lines), _SECTION_LIMITS["history"])))
     current = _current_base(history)
     if current.code is not None:
         sections.append(
             _section(
                 f"Attempt {current.number} (your latest candidate)",
-                clip(_fenced(current.code), _SECTION_LIMITS["candidate"]),
+                clip(_fenced(code[current.code]), _SECTION_LIMITS["candidate"]),
             )
         )
     sections.append(
-        _section(f"What happened when attempt {current.number} ran", clip(current.feedback(), 3500))
+        _section(
+            f"What happened when attempt {current.number} ran",
+            text(current.feedback(), _SECTION_LIMITS["feedback"]),
+        )
     )
     last = history[-1]
     if last is not current:
-        sections.append(
-            _section(
-                f"Attempt {last.number} was worse",
-                f"{last.summary()}\nIt was discarded; improve attempt {current.number} instead.",
-            )
-        )
+        worse = text(f"{last.summary()}\nIt was discarded; improve attempt {current.number} instead.", 1000)
+        sections.append(_section(f"Attempt {last.number} was worse", worse))
     return sections
 
 

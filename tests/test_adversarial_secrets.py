@@ -1,0 +1,214 @@
+"""Secrets must never reach the model: issue 10, items 4 (second layer), 5 and 6, end to end.
+
+A real ipykernel runs ``%%refine`` against the loopback fake of the Anthropic API
+(tests/fake_anthropic.py), through the real ``anthropic`` SDK. Each test reproduces a leak
+seen in the issue and then asserts that no request body the fake received holds the secret,
+neither verbatim nor in a normalised form (letters and digits only, case-folded: what a
+candidate gets by printing the secret with spaces between its characters, in 6-character
+chunks on separate lines, as a list of chunks, upper-cased...).
+
+Part of the adversarial suite (tests/test_adversarial.py holds the sandbox escapes).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_anthropic import FakeAnthropic
+from kernel_io import RealKernel
+
+pytestmark = pytest.mark.timeout(180)
+
+ENV_PASSWORD = "envpw-" + secrets.token_hex(8)  # DB_PASSWORD in the kernel's environment
+API_KEY = "sk-ant-api03-" + secrets.token_urlsafe(30)  # ANTHROPIC_API_KEY (the fake ignores it)
+
+SETUP = """\
+%reset -f
+%load_ext nbrefine
+%config Refine.display = 'text'
+%config Refine.response_cache = False
+%config Refine.provider = 'anthropic'
+%config Refine.quick_fixes = False
+%config Refine.sandbox = 'fork'
+%config Refine.max_retries = 0
+%config Refine.request_timeout = 20.0
+%config Refine.timeout = 5.0
+"""
+
+PROMPTS_EXPR = "[p for p in __import__('nbrefine').last_session().prompts]"
+STDOUTS_EXPR = (
+    "[(a.outcome.stdout if a.outcome is not None else '')"
+    " for a in __import__('nbrefine').last_session().attempts]"
+)
+
+
+def block(code: str) -> dict[str, str]:
+    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
+
+
+def normalised(text: str) -> str:
+    return re.sub(r"[\W_]+", "", text).lower()
+
+
+def strings_of(value: Any) -> Iterator[str]:
+    """Every string in a decoded JSON body (the text the model reads, with no JSON escapes)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings_of(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_of(item)
+
+
+def leaked(secret: str, requests: list[dict[str, Any]]) -> list[str]:
+    """Where ``secret`` (or its normalised form) appears in the requests' bodies."""
+    found = []
+    for number, request in enumerate(requests, start=1):
+        for text in strings_of(request["json"]):
+            if secret in text:
+                found.append(f"request {number}: verbatim in {_around(text, text.find(secret))!r}")
+            elif normalised(secret) in normalised(text):
+                found.append(f"request {number}: normalised form in a {len(text)}-character text")
+    return found
+
+
+def _around(text: str, at: int) -> str:
+    return text[max(0, at - 80) : at + 80]
+
+
+def user_text(requests: list[dict[str, Any]]) -> str:
+    return "\n".join(s for r in requests for s in strings_of(r["json"].get("messages", [])))
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_kernel(fake: FakeAnthropic) -> Iterator[RealKernel]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
+    env.update(ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY=API_KEY, DB_PASSWORD=ENV_PASSWORD)
+    kernel = RealKernel(env)
+    yield kernel
+    kernel.shutdown()
+
+
+@pytest.fixture
+def kernel(module_kernel: RealKernel, fake: FakeAnthropic) -> Iterator[RealKernel]:
+    module_kernel.ensure_healthy()
+    module_kernel.ok(SETUP)
+    fake.reset()
+    yield module_kernel
+    fake.reset()
+
+
+def refine(kernel: RealKernel, cell: str, attempts: int) -> dict[str, Any]:
+    out = kernel.run(f"%%refine --max-attempts {attempts} --timeout 5\n{cell}", timeout=90)
+    assert out["ename"] == "RefineStop", out["text"][-2000:]
+    return out
+
+
+# --------------------------------------------------------------------------- item 4, second layer
+
+
+HOSTILE = """\
+s = db_password
+print(" ".join(s))
+print("\\n".join(s[i:i + 6] for i in range(0, len(s), 6)))
+print([s[i:i + 6] for i in range(0, len(s), 6)])
+print(s.upper())
+import os
+e = os.environ.get("DB_PASSWORD", "")
+print(" ".join(e))
+k = os.environ.get("ANTHROPIC_API_KEY", "")
+print("\\n".join(k[i:i + 6] for i in range(0, len(k), 6)))
+shown = "-".join(s)
+assert shown == "", " , ".join(s)
+"""
+
+
+def test_a_candidate_prints_a_user_secret_in_normalised_forms(
+    kernel: RealKernel, fake: FakeAnthropic
+) -> None:
+    user_password = "userpw-" + secrets.token_hex(8)
+    kernel.ok(f'db_password = "{user_password}"')
+    fake.script(block(HOSTILE), block("pass"))
+    refine(kernel, 'raise ValueError("trigger")', attempts=2)
+    requests = fake.requests
+    assert len(requests) == 2, f"expected 2 model requests, saw {len(requests)}"
+    stdout = kernel.value(STDOUTS_EXPR)[0]
+    assert " ".join(user_password) in stdout, "the candidate did not print the secret (vacuous test)"
+    feedback = user_text(requests[1:])
+    assert "What happened when attempt 1 ran" in feedback and "stdout:" in feedback
+    assert "AssertionError" in feedback
+    problems = []
+    for secret in (user_password, ENV_PASSWORD, API_KEY):
+        problems += [f"{secret[:6]}…: {where}" for where in leaked(secret, requests)]
+    assert not problems, "\n".join(problems)
+    # session.prompts are what was sent: the same holds there.
+    prompts = "\n".join(kernel.value(PROMPTS_EXPR))
+    assert normalised(user_password) not in normalised(prompts)
+
+
+# --------------------------------------------------------------------------- items 5 and 6: the first prompt
+
+
+def test_the_first_prompt_carries_no_secret_from_history_values_or_messages(
+    kernel: RealKernel, fake: FakeAnthropic
+) -> None:
+    pw = {
+        key: f"{key}-{secrets.token_hex(6)}"
+        for key in ("smtp", "col1", "col2", "dc", "redis", "pg", "my", "pos")
+    }
+    aws_secret = secrets.token_urlsafe(40).replace("-", "/").replace("_", "+")[:40]
+    aws_id = "AKIA" + secrets.token_hex(8).upper()
+    cells = [
+        'db_password = "MINIMAL-pw-4242"\nhost = "db.local"',  # item 5: exactly the issue's case
+        "def connect(host, port, user, password):\n"
+        '    raise ConnectionError("login failed for " + user + ": password=" + password)',
+        f'smtp_login = ("mailer", "{pw["smtp"]}")',
+        "import pandas as pd\n"
+        f'users = pd.DataFrame({{"user": ["ann", "bob"], "password": ["{pw["col1"]}", "{pw["col2"]}"]}})',
+        "from dataclasses import dataclass\n\n@dataclass\nclass Creds:\n    user: str\n    password: str\n\n"
+        f'creds = Creds("u", "{pw["dc"]}")',
+        f'REDIS_URL = "redis://:{pw["redis"]}@cache"\n'
+        f'PG_URL = "postgresql://svc:a/{pw["pg"]}@db"\n'
+        f'MY_URL = "mysql://root:x@{pw["my"]}@db"',
+        f'aws_conf = "[default]\\naws_access_key_id = {aws_id}\\naws_secret_access_key = {aws_secret}\\n"',
+        "def ping(host, port, user, password):\n    return host\n\n"
+        f'last = ping("db", 5432, "bob", "{pw["pos"]}")',
+    ]
+    for cell in cells:
+        kernel.ok(cell)
+    fake.script(block("pass"))
+    failing = (
+        "print(len(db_password), host, len(smtp_login), users.shape, creds.user, last)\n"
+        "urls = [REDIS_URL, PG_URL, MY_URL, aws_conf]\n"
+        'conn = connect(host, 5432, "bob", db_password)'
+    )
+    refine(kernel, failing, attempts=1)
+    requests = fake.requests
+    assert len(requests) == 1, f"expected 1 model request, saw {len(requests)}"
+    text = user_text(requests)
+    # Not vacuous: the prompt has the history block (with the issue's header) and the error.
+    assert "defines db_password, host:" in text, text[:3000]
+    assert "ConnectionError" in text and "login failed for bob: password=" in text, text
+    for needle in ("smtp_login", "users", "creds", "REDIS_URL", "aws_conf", "last"):
+        assert needle in text
+    problems = []
+    for name, secret in [("db_password", "MINIMAL-pw-4242"), ("aws secret", aws_secret), *pw.items()]:
+        problems += [f"{name}: {where}" for where in leaked(secret, requests)]
+    assert not problems, "\n".join(problems)
