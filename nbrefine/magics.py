@@ -500,7 +500,9 @@ class RefineMagics(Magics):
         runner, runner_notes = self._runner(snapshot, before, after, redactor)
         notes.extend(runner_notes)
         failing_id, failing_source = session.cell_id, session.cell_source
-        history, code, first_checks, defines = self._ground(session, cell, error, failing_count, notes)
+        history, code, first_checks, defines = self._ground(
+            session, cell, error, failing_count, notes, redactor
+        )
         transform = self.ip.transform_cell
 
         def wrap(inner: Any) -> _TransformingRunner:
@@ -654,6 +656,7 @@ class RefineMagics(Magics):
         error: BaseException | None,
         failing_count: int | None,
         notes: list[str],
+        redactor: Redactor | None = None,
     ) -> tuple[str, str, tuple[str, ...], str]:
         """History for the prompt, and the cell to repair: when the error was raised in a
         function or class another cell defined, that cell is the target, and the failing cell
@@ -665,7 +668,7 @@ class RefineMagics(Magics):
         notebook, saved_at = self._saved_notebook()
         names = free_names(self.ip.transform_cell(cell))
         report = analyse(executed, names, notebook, namespace=self.ip.user_ns, saved_at=saved_at)
-        history = report.render(min(3000, self.settings.prompt_budget // 5))
+        history = report.render(min(3000, self.settings.prompt_budget // 5), redactor)
         target = None
         if error is not None:
             counts = getattr(self.ip.compile, "_filename_map", None)
