@@ -436,8 +436,9 @@ def _redacted_head(ctx: _Ctx, text: str, head: int, lookahead: int) -> tuple[str
     window = text[: head + _lookahead(ctx, lookahead)]
     redacted = ctx.redact(window)
     if len(window) == len(text):
-        return redacted[:head], max(0, len(redacted) - head)
-    return redacted[:head], max(1, len(text) - head)
+        omitted = max(0, len(redacted) - head)
+        return (ctx.redactor.guard_cut(redacted[:head]) if omitted else redacted), omitted
+    return ctx.redactor.guard_cut(redacted[:head]), max(1, len(text) - head)
 
 
 # --------------------------------------------------------------------------------------
@@ -465,6 +466,8 @@ def _str_like(ctx: _Ctx, value: str | bytes | bytearray, budget: int, lookahead:
     while True:
         head = redacted[:head_len]
         omitted = len(redacted) - len(head) if covers else n - len(head)
+        if omitted > 0 and ctx.redactor is not None:
+            head = ctx.redactor.guard_cut(head)  # a secret spread wider than the look-ahead
         shown = repr(head) if isinstance(value, str) else repr(head.encode("latin-1", "replace"))
         if omitted <= 0:
             return shown
@@ -1539,6 +1542,10 @@ _WHOLE_WORD_BELOW = 8
 _MIN_NORMALISED = 8
 _MAX_REMEMBERED = 4096  # longer strings (a whole file under a secret name) are not remembered
 _PREFIX_MIN = 4  # a cut that leaves this many leading letters and digits of a secret shows none
+# A random-looking secret (an API key, a generated token: see _random_looking) is also caught in
+# part: any run of _FRAGMENT of its letters and digits, found through anchors of _ANCHOR.
+_FRAGMENT = 12
+_ANCHOR = 8
 _ALNUM_RE = re.compile(r"[^\W_]")
 _NON_ALNUM_RE = re.compile(r"[\W_]+")
 _SPREAD_KEEP_RE = re.compile(r"(['\"`\n])")  # kept around a spread-out secret: lines and quotes
@@ -1660,6 +1667,15 @@ def _normalise(text: str) -> str:
     return _NON_ALNUM_RE.sub("", low if len(low) == len(text) else text)
 
 
+def _random_looking(norm: str) -> bool:
+    """A normalised secret that is machine-made rather than words or a path: long, letters and
+    digits mixed. Only such values are matched in part (a path's pieces are ordinary text)."""
+    if len(norm) < 16:
+        return False
+    digits = sum(ch.isdigit() for ch in norm)
+    return 2 <= digits <= len(norm) - 4 and len(set(norm)) >= 8
+
+
 def _whole_word(text: str, start: int, end: int) -> bool:
     return (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum())
 
@@ -1778,6 +1794,7 @@ class Redactor:
         self._hits: Counter[str] = Counter()
         self._labels: dict[str, str] = {}  # exact forms -> label
         self._norm: dict[str, str] = {}  # normalised forms (letters and digits) -> label
+        self._anchors: list[tuple[str, int, str, str]] = []  # (anchor, where in form, form, label)
         self._longest_value = 0
         self._version = 0  # bumped whenever a new secret is remembered
         self._namespace: Mapping[str, object] | None = None  # for the callees of code (not pickled)
@@ -1804,8 +1821,16 @@ class Redactor:
             self._labels.setdefault(form, label)
             self._longest_value = max(self._longest_value, len(form))
         norm = _normalise(value)
-        if len(norm) >= _MIN_NORMALISED:
-            self._norm.setdefault(norm, label)
+        if len(norm) >= _MIN_NORMALISED and norm not in self._norm:
+            self._norm[norm] = label
+            if _random_looking(norm):
+                # Anchors every few characters: any run of _FRAGMENT letters and digits of the
+                # value contains one whole (see _fragment_hits).
+                step = _FRAGMENT - _ANCHOR + 1
+                for at in range(0, len(norm) - _ANCHOR + 1, step):
+                    self._anchors.append((norm[at : at + _ANCHOR], at, norm, label))
+                if (len(norm) - _ANCHOR) % step:
+                    self._anchors.append((norm[-_ANCHOR:], len(norm) - _ANCHOR, norm, label))
         if len(self._labels) + len(self._norm) != known:
             self._version += 1
 
@@ -2054,10 +2079,30 @@ class Redactor:
             while at != -1:
                 hits.append((at, at + len(form), label))
                 at = norm.find(form, at + 1)
+        if self._anchors and len(norm) >= _FRAGMENT:
+            hits.extend(self._fragment_hits(norm))
         if not hits:
             return text
         where = [m.start() for m in _ALNUM_RE.finditer(view)]
         return _splice(text, [(where[a], where[b - 1] + 1, label) for a, b, label in hits])
+
+    def _fragment_hits(self, norm: str) -> list[tuple[int, int, str]]:
+        """Runs of at least _FRAGMENT letters and digits of a random-looking secret (a candidate
+        printing half an API key), found from anchors and extended both ways."""
+        hits: list[tuple[int, int, str]] = []
+        for anchor, offset, form, label in self._anchors:
+            at = norm.find(anchor)
+            while at != -1:
+                start, pos = at, offset
+                while start > 0 and pos > 0 and norm[start - 1] == form[pos - 1]:
+                    start, pos = start - 1, pos - 1
+                end, pos = at + _ANCHOR, offset + _ANCHOR
+                while end < len(norm) and pos < len(form) and norm[end] == form[pos]:
+                    end, pos = end + 1, pos + 1
+                if end - start >= _FRAGMENT:
+                    hits.append((start, end, label))
+                at = norm.find(anchor, end)
+        return hits
 
     def guard_cut(self, head: str) -> str:
         """``head``, the start of a text that was cut, without a trailing beginning of a secret.

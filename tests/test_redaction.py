@@ -397,3 +397,26 @@ def _task(**kwargs: Any) -> RepairTask:
 
 def _attempt(outcome: TrialOutcome) -> Attempt:
     return Attempt(1, ProviderRequest(system="", user=""), code="print(1)", outcome=outcome)
+
+
+def test_a_random_looking_secret_is_caught_in_part() -> None:
+    key = "sk-ant-api03-Xq7Lm2Pz9Rt4Kw8Nv1Bc6Hd3Fg5Js0Ya"
+    redactor = Redactor({"ANTHROPIC_API_KEY": key})
+    norm = normalised(key)
+    for start in range(0, len(norm) - 12, 5):
+        part = norm[start : start + 14]
+        out = redactor.redact_text(f"part {start}: {' '.join(part.upper())} end")
+        assert normalised(part) not in normalised(out), (start, out)
+    # Words and paths are only matched whole: their pieces are ordinary text.
+    path = Redactor({"GOOGLE_APPLICATION_CREDENTIALS": "/home/analyst/.config/gcloud/adc-credentials.json"})
+    text = 'File "/home/analyst/.config/ipython/profile_default/startup.py", line 1'
+    assert path.redact_text(text) == text
+
+
+def test_a_secret_in_a_sampled_list_of_chunks_is_not_shown_in_part() -> None:
+    redactor = Redactor({"API_TOKEN": "tok-9f8e7d6c5b4a39281706f5e4"})
+    chunks = [normalised("tok-9f8e7d6c5b4a39281706f5e4")[i : i + 2] for i in range(0, 24, 2)]
+    summary = redactor.summarize("parts", chunks)  # only the first 8 items are shown
+    assert "..." in summary.text
+    shown = normalised(summary.text)
+    assert normalised("tok-9f8e7d6c5b4a39281706f5e4")[:12] not in shown, summary.text
