@@ -72,14 +72,20 @@ def strings_of(value: Any) -> Iterator[str]:
 
 
 def leaked(secret: str, requests: list[dict[str, Any]]) -> list[str]:
-    """Where ``secret`` (or its normalised form) appears in the requests' bodies."""
+    """Where ``secret`` (or its normalised form) appears in the requests' bodies.
+
+    The texts of a request are also checked joined: the prompt is sent as two blocks (the part
+    that providers may cache, then the rest), and a secret could straddle the two."""
     found = []
     for number, request in enumerate(requests, start=1):
-        for text in strings_of(request["json"]):
+        texts = list(strings_of(request["json"]))
+        for text in texts:
             if secret in text:
                 found.append(f"request {number}: verbatim in {_around(text, text.find(secret))!r}")
             elif normalised(secret) in normalised(text):
                 found.append(f"request {number}: normalised form in a {len(text)}-character text")
+        if not found and normalised(secret) in normalised("".join(texts)):
+            found.append(f"request {number}: across two blocks of the body")
     return found
 
 
@@ -135,6 +141,7 @@ e = os.environ.get("DB_PASSWORD", "")
 print(" ".join(e))
 k = os.environ.get("ANTHROPIC_API_KEY", "")
 print("\\n".join(k[i:i + 6] for i in range(0, len(k), 6)))
+print("half:", s[-12:])
 shown = "-".join(s)
 assert shown == "", " , ".join(s)
 """
@@ -155,7 +162,7 @@ def test_a_candidate_prints_a_user_secret_in_normalised_forms(
     assert "What happened when attempt 1 ran" in feedback and "stdout:" in feedback
     assert "AssertionError" in feedback
     problems = []
-    for secret in (user_password, ENV_PASSWORD, API_KEY):
+    for secret in (user_password, ENV_PASSWORD, API_KEY, user_password[-12:]):
         problems += [f"{secret[:6]}…: {where}" for where in leaked(secret, requests)]
     assert not problems, "\n".join(problems)
     # session.prompts are what was sent: the same holds there.
