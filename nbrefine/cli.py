@@ -43,6 +43,7 @@ _SESSION_JSON = """(lambda s: None if s is None else {
     "message": s.message,
     "decision": s.decision,
     "accept_ok": s.accept_ok,
+    "accept_refused": s.accept_refused,
     "original_code": s.original_code,
     "fixed_code": s.fixed_code,
     "explanation": s.explanation,
@@ -87,8 +88,12 @@ def session_expr(request_id: str) -> str:
 
 
 # Runs the fix in the live kernel, as ``%refine accept`` does, without printing a line of its own
-# (a statement, so the returned flag is not displayed; no user name is bound).
-_ACCEPT_CODE = 'if __import__("nbrefine").last_session().accept():\n    pass'
+# (a statement, so the returned flag is not displayed; no user name is bound). A fix that is not
+# verified on the live state stays pending: it is never applied without a person's second choice.
+_ACCEPT_CODE = (
+    'try:\n    __import__("nbrefine").last_session().accept()\n'
+    'except __import__("nbrefine.session", fromlist=["_"]).UnverifiedFixError:\n    pass'
+)
 _TIMEOUT_ENAME = "CellTimeoutError"
 OFFLINE_HINT = (
     "The offline quick fixes repair typos, missing imports and the like, not logic; with "
@@ -813,10 +818,15 @@ class Fixer:
         if session["status"] != "fixed" or session.get("fixed_code") is None:
             cell.outputs = _coalesce(run.outputs if as_is else _until_first_error(run.outputs))
             message = session.get("message") or "no fix"
-            result.reason = message if session["status"] == "unfixed" else f"{session['status']}: {message}"
+            unfixed = session["status"] in ("unfixed", "changes_checks")  # the latter says it is unverified
+            result.reason = message if unfixed else f"{session['status']}: {message}"
             return
         accepted = kernel.run(_ACCEPT_CODE, result.index, store_history=False)
         after = kernel.session(run, result.index)
+        if after is not None and after.get("decision") == "pending":  # Accept ran nothing: see above
+            cell.outputs = _coalesce(run.outputs if as_is else _until_first_error(run.outputs))
+            result.reason = f"not applied: {after.get('accept_refused') or 'Accept refused it'}"
+            return
         fixed_code = session["fixed_code"]
         result.fixed_source = f"{first_line}\n{fixed_code}" if as_is else fixed_code
         cell.source = result.fixed_source

@@ -5,6 +5,8 @@ button), then the diff (unified or side by side, highlighted), each attempt with
 and its diff against the previous one, the model's explanation and the tokens used, and
 Accept / Reject / Try again. Accept runs the fix in the kernel and writes it into the cell
 through the JupyterLab extension; where no extension answers, the code is shown to copy.
+A fix that is not verified where it would run (a proposal that changes the checks, or a fix that
+fails from the live state) is labelled so, and only the second button, "Apply anyway", runs it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from . import __version__
-from .session import RefineSession, SessionStateError
+from .session import RefineSession, SessionStateError, UnverifiedFixError
 from .writeback import WriteResult, write_cell
 
 __all__ = ["ReviewPanel", "diff_html", "side_by_side_html"]
@@ -88,6 +90,14 @@ class ReviewPanel:
         self.diff = widgets.HTML()
         self.history = widgets.Accordion()
         self.accept_button = widgets.Button(description="Accept", button_style="success", icon="check")
+        self.anyway_button = widgets.Button(
+            description="Apply anyway",
+            button_style="danger",
+            icon="exclamation-triangle",
+            tooltip="run this fix in the kernel although it is not verified there",
+            layout={"display": "none"},
+        )
+        self.verdict = widgets.HTML()
         self.reject_button = widgets.Button(description="Reject", icon="times")
         self.retry_button = widgets.Button(description="Try again", icon="refresh")
         self.note = widgets.Text(placeholder="optional note for the next attempts", layout={"width": "40%"})
@@ -97,18 +107,20 @@ class ReviewPanel:
         self.output = widgets.Output()
         self.stop_button.on_click(lambda _b: self.session.stop())
         self.accept_button.on_click(self._on_accept)
+        self.anyway_button.on_click(self._on_anyway)
         self.reject_button.on_click(self._on_reject)
         self.retry_button.on_click(self._on_retry)
         self.more_button.on_click(self._on_more_help)
         self.view.observe(lambda _change: self._render_diff(), names="value")
         self.decision_row = widgets.HBox(
-            [self.accept_button, self.reject_button, self.retry_button, self.note]
+            [self.accept_button, self.anyway_button, self.reject_button, self.retry_button, self.note]
         )
         self.widget = widgets.VBox(
             [
                 self.header,
                 widgets.HBox([self.progress, self.stop_button]),
                 self.explanation,
+                self.verdict,
                 self.view,
                 self.diff,
                 self.history,
@@ -191,7 +203,10 @@ class ReviewPanel:
         self._render_diff()
         self._render_history()
         pending = session.decision == "pending" and not running
-        self.accept_button.disabled = not (pending and fixed)
+        trusted = session.verified and not session.accept_refused
+        self.accept_button.disabled = not (pending and fixed and trusted)
+        self.anyway_button.layout.display = None if pending and fixed and not trusted else "none"
+        self.verdict.value = "" if running else self._verdict()
         self.reject_button.disabled = not pending
         self.retry_button.disabled = not pending or session.job is None
         self.note.disabled = self.retry_button.disabled
@@ -205,7 +220,7 @@ class ReviewPanel:
         self.progress.value = html.escape(teaching.counter)
         self.stop_button.layout.display = "none"
         self.explanation.value = f'<div style="white-space:pre-wrap">{html.escape(teaching.text)}</div>'
-        for hidden in (self.view, self.diff, self.history, self.decision_row):
+        for hidden in (self.view, self.diff, self.history, self.decision_row, self.verdict):
             hidden.layout.display = "none"
         self.more_button.description = teaching.next_label or "Another hint"
         self.more_button.layout.display = None if teaching.more_available else "none"
@@ -229,6 +244,20 @@ class ReviewPanel:
         parts.extend(html.escape(note) for note in session.notes)
         return "<br>".join(parts)
 
+    def _verdict(self) -> str:
+        """Why this fix is not applied by Accept, or what Accept found before it applied it."""
+        session = self.session
+        style = "color:#9a6700;font-weight:bold"
+        if session.fixed_code is not None and not session.verified and session.decision == "pending":
+            why = html.escape(session.unverified_reason)
+            return f'<div><span style="{style}">Not verified</span>: it changes the checks ({why}).</div>'
+        if session.accept_refused and session.decision == "pending":
+            why = html.escape(session.accept_refused)
+            return f'<div><span style="{style}">Not applied</span>: {why}.</div>'
+        if session.live_check:
+            return f"<div><i>Before it ran: {html.escape(session.live_check)}.</i></div>"
+        return ""
+
     def _render_diff(self) -> None:
         fixed = self.session.fixed_code
         if fixed is None:
@@ -243,7 +272,7 @@ class ReviewPanel:
         children, titles = [], []
         previous = self.session.original_code.rstrip()
         for attempt in attempts:
-            outcome = "passed" if attempt.ok else attempt.summary()
+            outcome = "passed" if attempt.ok else attempt.summary()  # "changes the checks: …"
             body = f"<div>{html.escape(outcome)} ({attempt.duration_s:.2f} s)</div>"
             if attempt.code is not None:
                 body += diff_html(previous, attempt.code)
@@ -251,12 +280,15 @@ class ReviewPanel:
                     previous = attempt.code
             if attempt.explanation:
                 body += f"<div><i>{html.escape(attempt.explanation)}</i></div>"
+            reasons = attempt.alternative_reasons + [""] * len(attempt.alternatives)
             for number, (code, trial) in enumerate(attempt.alternatives, start=1):
-                verdict = "also passed" if trial.ok else trial.one_line()
+                verdict = trial.one_line() if not trial.ok else "also passed"
+                if trial.ok and reasons[number - 1]:
+                    verdict = f"passed but changes the checks: {reasons[number - 1]}"
                 body += f"<div>alternative {number} (not chosen): {html.escape(verdict)}</div>"
                 body += diff_html(self.session.original_code.rstrip(), code)
             children.append(widgets.HTML(body))
-            mark = "✔" if attempt.ok else "✘"
+            mark = "✔" if attempt.ok else "⚠" if attempt.changes_checks else "✘"
             titles.append(f"{mark} attempt {attempt.number}: {outcome}"[:120])
         if len(children) != len(self.history.children):
             self.history.children = children
@@ -267,16 +299,26 @@ class ReviewPanel:
     # ------------------------------------------------------------------ decisions
 
     def _on_accept(self, _button: Any = None) -> None:
+        self._decide(anyway=False)
+
+    def _on_anyway(self, _button: Any = None) -> None:
+        self._decide(anyway=True)
+
+    def _decide(self, *, anyway: bool) -> None:
         session = self.session
         with self.output:
             try:
-                ok = session.accept()
+                ok = session.accept(anyway=anyway)
+            except UnverifiedFixError as err:
+                self.refresh()  # the reason shows above the diff, and "Apply anyway" appears
+                self._say(f"Not applied: {err}. Apply anyway runs it all the same.")
+                return
             except SessionStateError as err:
                 self._say(str(err))
                 return
         self.refresh()
         ran = "the fix ran in the kernel" if ok else "the fix raised when run in the kernel (see below)"
-        self._say(f"Accepted: {ran}.")
+        self._say(f"{'Applied anyway' if anyway else 'Accepted'}: {ran}.")
         self._write_into_cell(ran)
 
     def _write_into_cell(self, ran: str) -> None:
@@ -286,11 +328,13 @@ class ReviewPanel:
             self._offer_copy(fixed, "this frontend did not say which cell ran")
             return
 
+        verb = "Applied anyway" if session.accepted_anyway else "Accepted"
+
         def done(result: WriteResult) -> None:
             if result.ok:
-                self._say(f"Accepted: {ran}, and the cell now holds the fix (Undo in the cell restores it).")
+                self._say(f"{verb}: {ran}, and the cell now holds the fix (Undo in the cell restores it).")
             elif result.via_extension:
-                self._say(f"Accepted: {ran}; the cell was not changed: {result.reason}.")
+                self._say(f"{verb}: {ran}; the cell was not changed: {result.reason}.")
                 self._offer_copy(fixed, result.reason)
             else:
                 self._offer_copy(fixed, result.reason)
@@ -347,5 +391,6 @@ def _provenance(session: RefineSession) -> dict[str, Any]:
         "provider": session.provider,
         "model": session.model,
         "accepted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "verified": session.verified and not session.accepted_anyway,
         "version": __version__,
     }

@@ -684,3 +684,64 @@ def test_help_lists_the_options(capsys: Any) -> None:
 def test_parse_cells() -> None:
     assert parse_cells("3,5-7") == {3, 5, 6, 7}
     assert parse_cells(" 2 , 2-3 ") == {2, 3}
+
+
+# --------------------------------------------------------------------------- verified means verified
+
+
+def test_fix_never_applies_a_fix_that_fails_on_the_live_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 10, item 7: the failed run appended to ``items`` in place; the fix passed from the
+    snapshot but fails from the live state, so it is reported and not applied."""
+    drift = "items.append(3)\nlast = items[5]"
+    nb = make_notebook(tmp_path / "drift.ipynb", "items = [1, 2]", drift, "print(items)")
+    replies(tmp_path, monkeypatch, block("items.append(3)\nlast = items[-1]\nassert items == [1, 2, 3]"))
+
+    code = main(["fix", str(nb), *SCRIPTED, "--max-attempts", "1", "--report", str(tmp_path / "r.json")])
+
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    cells = code_cells(tmp_path / "drift.fixed.ipynb")
+    assert cells[1].source == drift and "nbrefine" not in cells[1].metadata  # not written
+    assert "IndexError" in text_of(cells[1])  # the original failure stays
+    assert text_of(cells[2]) == "[1, 2, 3]\n"  # nothing ran: the state is as the failed run left it
+    assert "[2/3] cell 2: still failing: IndexError: list index out of range — not applied: " in err
+    assert "not applied: the fix passed its trial, but `items` changed since" in err
+    row = json.loads((tmp_path / "r.json").read_text())["cells"][1]
+    assert row["status"] == "unfixed" and "from the live state it fails: AssertionError" in row["reason"]
+
+
+def test_fix_applies_a_fix_that_passes_on_the_live_state_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    nb = make_notebook(tmp_path / "drift.ipynb", "items = [1, 2]", "items.append(3)\nlast = items[5]", "last")
+    replies(tmp_path, monkeypatch, block("items.append(3)\nlast = items[-1]"))
+    code = main(["fix", str(nb), *SCRIPTED, "--max-attempts", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    cells = code_cells(tmp_path / "drift.fixed.ipynb")
+    assert cells[1].source == "items.append(3)\nlast = items[-1]"
+    assert text_of(cells[2]) == "3"  # re-verified from the live state, then run there: [1, 2, 3, 3]
+
+
+def test_fix_never_accepts_a_proposal_that_changes_the_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 10, item 8: deleting the failing assert passes its trial, but is not verified."""
+    cell = "total = sum(values) + 1\nassert total == 6"
+    nb = make_notebook(tmp_path / "forge.ipynb", "values = [1, 2, 3]", cell, "print(total)")
+    replies(tmp_path, monkeypatch, block("total = sum(values) + 1"))
+
+    code = main(["fix", str(nb), *SCRIPTED, "--max-attempts", "1", "--report", str(tmp_path / "r.json")])
+
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    cells = code_cells(tmp_path / "forge.fixed.ipynb")
+    assert cells[1].source == cell and "nbrefine" not in cells[1].metadata
+    assert "AssertionError" in text_of(cells[1])
+    assert "[2/3] cell 2: still failing: AssertionError" in err
+    assert "No verified fix in 1 attempt(s): attempt 1 passed its trial but changes the checks" in out
+    assert "changes the checks (drops `assert total == 6`)" in out
+    row = json.loads((tmp_path / "r.json").read_text())["cells"][1]
+    assert row["status"] == "unfixed" and "-assert total == 6" in row["diff"]  # the proposal, reported

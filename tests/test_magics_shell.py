@@ -257,3 +257,69 @@ def test_response_cache_budget_and_usage(shell):
     session = nbrefine.last_session()
     assert session.status == "budget" and len(session.attempts) == 1
     assert "budget of 1 tokens" in session.message
+
+
+def test_accept_rechecks_only_what_changed_and_says_so(shell, scripted, capsys):
+    shell.run_cell("counter = 1\nitems = [1, 2]")
+    scripted.replies = [block("counter = counter + 1\nlast = items[-1]")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "counter = counter + 1\nlast = items[5]")
+    session = nbrefine.last_session()
+    assert shell.user_ns["counter"] == 2  # the failed run rebound it; Accept undoes that first
+    capsys.readouterr()
+    shell.run_line_magic("refine", "accept")
+    assert session.live_check == ""  # after the undo, the live state is what the trial saw
+    assert "live state" not in capsys.readouterr().out
+    assert (shell.user_ns["counter"], shell.user_ns["last"]) == (2, 2)
+
+
+def test_a_later_cell_that_changes_what_the_fix_reads_makes_accept_run_it_again(shell, scripted, capsys):
+    shell.run_cell("items = [1, 2]")
+    scripted.replies = [block("last = items[-1]\nassert last == 2")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "last = items[5]\nassert last == 2")
+    shell.run_cell("items.append(9)")  # after the trial, before Accept
+    with pytest.raises(UsageError, match=r"`items` changed since .* fails: AssertionError.*--anyway"):
+        shell.run_line_magic("refine", "accept")
+    assert "last" not in shell.user_ns
+    assert (
+        "Accept did not apply it: the fix passed its trial, but `items`"
+        in nbrefine.last_session().render_text()
+    )
+    shell.run_cell("items.pop()")
+    capsys.readouterr()
+    shell.run_line_magic("refine", "accept")  # the state is back to what the trial saw
+    assert shell.user_ns["last"] == 2 and "live state" not in capsys.readouterr().out
+
+
+def test_accept_takes_only_the_anyway_option(shell, scripted):
+    scripted.replies = [block("z = 1")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "z = zz")
+    with pytest.raises(UsageError, match="unknown command"):
+        shell.run_line_magic("refine", "accept --force")
+    with pytest.raises(UsageError, match="unknown command"):
+        shell.run_line_magic("refine", "reject --anyway")
+    shell.run_line_magic("refine", "accept --anyway")  # a verified fix: the same as accept
+    assert shell.user_ns["z"] == 1 and nbrefine.last_session().decision == "accepted"
+
+
+def test_a_proposal_that_changes_the_checks_needs_accept_anyway(shell, scripted, capsys):
+    shell.run_cell("values = [1, 2, 3]")
+    forged = "try:\n    total = sum(values) + 1\n    assert total == 6\nexcept Exception:\n    pass"
+    scripted.replies = [block(forged)]
+    with pytest.raises(nbrefine.NbrefineError, match="only a proposal that changes the checks"):
+        refine(
+            shell, "total = sum(values) + 1\nassert total == 6", "--provider test-scripted --max-attempts 1"
+        )
+    session = nbrefine.last_session()
+    assert session.status == "changes_checks" and session.fixed_code == forged
+    out = capsys.readouterr().out
+    assert "not verified" in out and "changes the checks" in out and "%refine accept --anyway" in out
+    shell.run_cell("total = 'untouched'")
+    with pytest.raises(UsageError, match=r"not verified: it changes the checks .*blanket"):
+        shell.run_line_magic("refine", "accept")
+    assert shell.user_ns["total"] == "untouched" and session.decision == "pending"
+    shell.run_line_magic("refine", "accept --anyway")
+    assert shell.user_ns["total"] == 7
+    assert "applied anyway, not verified (" in capsys.readouterr().out

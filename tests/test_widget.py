@@ -152,3 +152,66 @@ def test_teaching_panel_shows_the_hint_and_asks_for_another(shell):
     panel.more_button.click()
     assert "Hint 2 of 3" in panel.header.value and "Hints used: 2 of 3" in panel.progress.value
     assert "is it defined anywhere" in panel.explanation.value
+
+
+def session_for(shell, cell: str, replies, options: str = "--max-attempts 1"):
+    provider = ScriptedProvider(replies)
+    nbrefine.register_provider("widget-verify", lambda settings: provider)
+    with pytest.raises(nbrefine.NbrefineError):
+        shell.run_cell_magic("refine", f"--provider widget-verify {options}", cell)
+    return nbrefine.last_session()
+
+
+def test_panel_does_not_apply_a_fix_that_fails_on_the_live_state_until_apply_anyway(shell):
+    shell.run_cell("items = [1, 2]")
+    fix = "items.append(3)\nlast = items[-1]\nassert items == [1, 2, 3]"
+    session = session_for(shell, "items.append(3)\nlast = items[5]", [f"```python\n{fix}\n```"])
+    panel = ReviewPanel(session)
+    assert session.status == "fixed" and not panel.accept_button.disabled
+    assert panel.anyway_button.layout.display == "none"
+    panel.accept_button.click()
+    said = text_of(panel.status.value)
+    assert said.startswith("Not applied: the fix passed its trial, but `items` changed since"), said
+    assert "AssertionError" in said and "Apply anyway runs it all the same" in said
+    assert "Not applied" in text_of(panel.verdict.value)
+    assert shell.user_ns["items"] == [1, 2, 3] and "last" not in shell.user_ns  # nothing ran
+    assert panel.accept_button.disabled and panel.anyway_button.layout.display is None
+    assert session.decision == "pending"
+    panel.anyway_button.click()
+    assert shell.user_ns["items"] == [1, 2, 3, 3]  # the user's second choice ran it (and it raised)
+    assert session.decision == "accepted" and session.accepted_anyway and session.accept_ok is False
+    assert "Applied anyway: the fix raised" in text_of(panel.status.value)
+    assert panel.anyway_button.layout.display == "none"
+
+
+def test_panel_labels_a_proposal_that_changes_the_checks_and_applies_it_only_anyway(shell):
+    from nbrefine.widget import _provenance
+
+    shell.run_cell("values = [1, 2, 3]")
+    session = session_for(
+        shell, "total = sum(values) + 1\nassert total == 6", ["```python\ntotal = sum(values) + 1\n```"]
+    )
+    panel = ReviewPanel(session)
+    assert session.status == "changes_checks" and not session.verified
+    assert "not verified" in panel.header.value
+    assert "Not verified" in text_of(panel.verdict.value)
+    assert "drops `assert total == 6`" in text_of(panel.verdict.value)
+    assert panel.history.get_title(0).startswith("⚠ attempt 1: changes the checks")
+    assert "-assert total == 6" in text_of(panel.diff.value)  # the diff shows what it drops
+    assert panel.accept_button.disabled and panel.anyway_button.layout.display is None
+    panel.anyway_button.click()
+    assert shell.user_ns["total"] == 7
+    assert _provenance(session)["verified"] is False
+
+
+def test_panel_marks_an_alternative_that_changes_the_checks(shell):
+    shell.run_cell("values = [1, 2, 3]")
+    replies = [
+        "```python\ntotal = sum(values)\n```",
+        "```python\ntotal = sum(values)\nassert total == 6\n```",
+    ]
+    session = session_for(shell, "total = sum(values) + 1\nassert total == 6", replies, "--candidates 2")
+    panel = ReviewPanel(session)
+    assert session.status == "fixed"
+    body = text_of(panel.history.children[0].value)
+    assert "alternative 1 (not chosen): passed but changes the checks: drops `assert total == 6`" in body
