@@ -28,4 +28,3 @@ def test_a_refine_cell_with_whitespace_only_lines_is_not_its_own_history(shell) 
     history = prompt.split("## Notebook history", 1)[1].split("\n## ", 1)[0]
     assert f"In [{first}]" in history
     assert f"In [{first + 1}]" not in history  # the failing cell is the cell, not an earlier run
-    assert "(1 run)" in history
