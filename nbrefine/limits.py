@@ -12,13 +12,14 @@ streams are private and before the candidate runs. The layers, in the order appl
    ``SharedMemory``, of any size and any protection) is replaced at the same address by a
    copy-on-write mapping of the same file, so no write can reach the original pages.
 4. **netns** (and a user and mount namespace): a new, empty network namespace, not even
-   loopback; the scratch folder becomes a size-limited tmpfs of the trial's own.
+   loopback; the scratch folder becomes a size-limited tmpfs of the trial's own, and the
+   working folder a private overlay whose writes land in that tmpfs.
 5. **no secrets**: environment values the redactor calls secret are removed, and the
    process's initial environment block (``/proc/self/environ``) is wiped.
 6. **seccomp**: a BPF filter: any other syscall ABI (``int 0x80``, x32) kills the trial; no
    new processes or ``exec`` (threads stay allowed); no unix sockets with a path or other
    non-IP sockets; no ``io_uring``; calls aimed at another process are refused.
-7. **landlock**: writes only beneath the trial's scratch folder; credential files (home
+7. **landlock**: writes only beneath the trial's scratch folder (and the working folder's view); credential files (home
    dotfiles, the kernel's connection file) and other processes' ``/proc`` entries are
    unreadable; signals and abstract unix sockets scoped to the trial.
 8. **audit hook**: Python-level refusals with clear messages (connect, subprocess, exec,
@@ -306,6 +307,24 @@ def _privatize_shared_mappings() -> bool:
     return True
 
 
+def _overlay_working_folder(scratch: str) -> str | None:
+    """Let the trial write into its working folder without touching it: an overlay whose upper
+    layer lives in the scratch tmpfs, mounted over the folder in this mount namespace only.
+    ``plt.savefig("fig/x.png")`` or ``df.to_csv("out.csv")`` then work, and the real folder
+    stays as it was. Returns the folder, or None when it could not be done."""
+    folder = os.getcwd()
+    if folder == "/" or any(char in folder for char in ",:\\"):
+        return None  # the overlay option syntax cannot name such a folder
+    upper, work = os.path.join(scratch, ".cwd-upper"), os.path.join(scratch, ".cwd-work")
+    os.mkdir(upper, 0o700)
+    os.mkdir(work, 0o700)
+    options = f"lowerdir={folder},upperdir={upper},workdir={work}".encode()
+    if _libc().mount(b"overlay", os.fsencode(folder), b"overlay", _MS_NOSUID | _MS_NODEV, options) != 0:
+        return None
+    os.chdir(folder)  # the old working directory is the folder under the overlay
+    return folder
+
+
 # --------------------------------------------------------------------------- secrets
 
 
@@ -425,15 +444,16 @@ _DENY_UNLESS_PROCESSES = ("fork", "vfork", "execve", "execveat")
 # Calls aimed at a process: allowed for this process (0 or its own pid) only. name -> pid argument.
 _OWN_PROCESS_ONLY = {
     "prlimit64": 0, "migrate_pages": 0, "move_pages": 0, "kill": 0, "tkill": 0, "tgkill": 0,
+    "setpriority": 1, "sched_setaffinity": 0, "ioprio_set": 1,
 }  # fmt: skip
-# Scheduling calls: a filter sees process ids, not which thread ids are the trial's own (libzmq
-# sets its own I/O threads' scheduling by thread id). Aimed at anything but 0 or the trial's pid
-# they succeed without doing anything, which is harmless for a trial and keeps such libraries
-# working. setpriority is allowed for PRIO_PROCESS only (PRIO_USER 0 would renice the kernel).
-_SCHEDULING = {
-    "sched_setaffinity": 0, "sched_setscheduler": 0, "sched_setparam": 0, "sched_setattr": 0,
-    "ioprio_set": 1, "setpriority": 1,
-}  # fmt: skip
+# setpriority(PRIO_PROCESS=0, …), ioprio_set(IOPRIO_WHO_PROCESS=1, …): with the other kinds, a
+# "who" of 0 means every process of the user, the kernel included.
+_WHICH_PROCESS = {"setpriority": 0, "ioprio_set": 1}
+# Scheduling policy calls: a filter sees process ids, not which thread ids are the trial's own,
+# and libzmq sets its own I/O threads' policy by thread id (pthread_setschedparam). Aimed at
+# anything but 0 or the trial's pid they succeed without doing anything: harmless for a trial,
+# and such libraries keep working.
+_SCHEDULING = {"sched_setscheduler": 0, "sched_setparam": 0, "sched_setattr": 0}
 
 
 def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -494,17 +514,17 @@ def _seccomp_program(machine: str, policy: TrialPolicy, own_pid: int) -> bytes:
         block += [_bpf(_RET, 0, 0, deny), _bpf(_RET, 0, 0, allow)]
         program += _if_syscall(table["clone"], block)
     for name, argument in _OWN_PROCESS_ONLY.items():
-        block = [_bpf(_LD_W_ABS, 0, 0, _arg_low(argument))]
-        block += _one_of(table[name], (0, own_pid), then=allow, otherwise=deny)
-        if name == "tgkill":  # tgkill(tgid, tid, sig): any thread of our own thread group
-            block = [_bpf(_LD_W_ABS, 0, 0, _arg_low(0))]
-            block += _one_of(table[name], (own_pid,), then=allow, otherwise=deny)
+        block = []
+        if name in _WHICH_PROCESS:  # (which, who): "who" is a process id only for this "which"
+            block += [_bpf(_LD_W_ABS, 0, 0, _arg_low(0)), _bpf(_JEQ, 1, 0, _WHICH_PROCESS[name])]
+            block += [_bpf(_RET, 0, 0, deny)]
+        block += [_bpf(_LD_W_ABS, 0, 0, _arg_low(argument))]
+        # tgkill(tgid, tid, sig): any thread of our own thread group
+        own = (own_pid,) if name == "tgkill" else (0, own_pid)
+        block += _one_of(table[name], own, then=allow, otherwise=deny)
         program += _if_syscall(table[name], block)
     for name, argument in _SCHEDULING.items():
-        block = []
-        if name == "setpriority":  # setpriority(which, who, prio): PRIO_PROCESS (0) only
-            block += [_bpf(_LD_W_ABS, 0, 0, _arg_low(0)), _bpf(_JEQ, 1, 0, 0), _bpf(_RET, 0, 0, deny)]
-        block += [_bpf(_LD_W_ABS, 0, 0, _arg_low(argument))]
+        block = [_bpf(_LD_W_ABS, 0, 0, _arg_low(argument))]
         block += _one_of(table[name], (0, own_pid), then=allow, otherwise=pretend)
         program += _if_syscall(table[name], block)
     program.append(_bpf(_RET, 0, 0, allow))
@@ -603,7 +623,7 @@ def _read_rules(hidden: list[str]) -> list[tuple[str, int]]:
     return rules
 
 
-def _landlock(scratch: str, *, confine_writes: bool, hidden: list[str]) -> bool:
+def _landlock(scratch: str, *, confine_writes: bool, hidden: list[str], writable: Iterable[str] = ()) -> bool:
     numbers = _SYS_LANDLOCK.get(platform.machine())
     if numbers is None or not sys.platform.startswith("linux"):
         return False
@@ -629,6 +649,7 @@ def _landlock(scratch: str, *, confine_writes: bool, hidden: list[str]) -> bool:
     if ruleset < 0:
         return False
     rules += [(scratch, handled), ("/dev/null", (1 << 1) | _LL_READ_FILE)]
+    rules += [(path, handled) for path in writable]
     try:
         for path, access in rules:
             try:
@@ -685,9 +706,17 @@ _PROCESS_EVENTS = (
 _NETWORK_EVENTS = ("socket.connect", "socket.sendto", "socket.sendmsg", "socket.bind", "socket.getaddrinfo")
 
 
-def _make_audit_hook(policy: TrialPolicy, scratch: str) -> Callable[[str, tuple[Any, ...]], None]:
-    scratch_real = os.path.realpath(scratch)
+_WRITABLE_HINT = "only the trial's scratch folder and a private view of the working folder are writable"
+
+
+def _make_audit_hook(
+    policy: TrialPolicy, scratch: str, writable: Iterable[str] = ()
+) -> Callable[[str, tuple[Any, ...]], None]:
+    roots = [os.path.realpath(path) for path in (scratch, *writable)]
     own_pid = os.getpid()
+
+    def beneath(real: str) -> bool:
+        return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
     def outside(path: object) -> bool:
         if isinstance(path, int):
@@ -699,7 +728,7 @@ def _make_audit_hook(policy: TrialPolicy, scratch: str) -> Callable[[str, tuple[
         if not isinstance(path, str):
             return False
         real = os.path.realpath(path)
-        return not (real == scratch_real or real.startswith(scratch_real + os.sep) or real == os.devnull)
+        return not (beneath(real) or real == os.devnull)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "open" and not policy.allow_writes:
@@ -708,11 +737,11 @@ def _make_audit_hook(policy: TrialPolicy, scratch: str) -> Callable[[str, tuple[
                 isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
             )
             if writing and outside(path):
-                raise PolicyRefusal(f"write to {path}", "only the trial's scratch folder is writable")
+                raise PolicyRefusal(f"write to {path}", _WRITABLE_HINT)
         elif event in _PATH_EVENTS and not policy.allow_writes:
             for path in args[: _PATH_EVENTS[event] + 1]:
                 if outside(path):
-                    raise PolicyRefusal(f"{event} on {path}", "only the trial's scratch folder is writable")
+                    raise PolicyRefusal(f"{event} on {path}", _WRITABLE_HINT)
         elif event.startswith(_PROCESS_EVENTS) and not policy.allow_subprocess:
             raise PolicyRefusal(event, "subprocesses are off; %%refine --allow-subprocess turns them on")
         elif event in _NETWORK_EVENTS and not policy.allow_network:
@@ -753,6 +782,7 @@ def harden(
         with contextlib.suppress(OSError, ValueError, AttributeError):
             if _privatize_shared_mappings():
                 active.append("private-mappings")
+    writable: list[str] = []
     if linux:
         with contextlib.suppress(OSError, AttributeError):
             network_cut, mounts = _enter_namespaces(network=policy.allow_network)
@@ -760,6 +790,10 @@ def harden(
                 active.append("netns")
             if mounts and _mount_scratch(scratch, policy.scratch_mb):
                 active.append("scratch-quota")
+                folder = None if policy.allow_writes else _overlay_working_folder(scratch)
+                if folder is not None:
+                    writable.append(folder)
+                    active.append("cwd-overlay")
     with contextlib.suppress(OSError, ValueError):
         if _wipe_environment(is_secret_env):
             active.append("no-secrets")
@@ -769,8 +803,8 @@ def harden(
                 active.append("seccomp")
     if linux:
         with contextlib.suppress(OSError, AttributeError):
-            if _landlock(scratch, confine_writes=not policy.allow_writes, hidden=hidden):
+            if _landlock(scratch, confine_writes=not policy.allow_writes, hidden=hidden, writable=writable):
                 active.append("landlock")
-    sys.addaudithook(_make_audit_hook(policy, scratch))
+    sys.addaudithook(_make_audit_hook(policy, scratch, writable))
     active.append("audit-hook")
     return active

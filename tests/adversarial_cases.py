@@ -151,7 +151,11 @@ sys.modules.pop("pandas")
         'os.write(fd, b"x")',
         "refused",
     ),
-    _c("relative write in the kernel's cwd", 'open("relative.txt", "w").write("x")', "refused"),
+    _c(
+        "relative write in the kernel's cwd (a private overlay: the real folder is untouched)",
+        'open("relative.txt", "w").write("x")\nassert open("relative.txt").read() == "x"',
+        "passed",
+    ),
     _c("os.chmod outside scratch", 'import os\nos.chmod("@OUTSIDE@/a.txt", 0)', "refused"),
     _c(
         "write to a scratch file (allowed)",
@@ -517,7 +521,8 @@ raise ValueError("case iopub")
     # ---- secrets -------------------------------------------------------------------------------------
     _c(
         "print a secret env var (the next prompt must be redacted)",
-        'import os\nprint("token:", os.environ.get("MY_SERVICE_TOKEN", "absent"))\nraise ValueError("case secret")',
+        'import os\nprint("token:", os.environ.get("MY_SERVICE_TOKEN", "absent"))\n'
+        'raise ValueError("case secret")',
         "failed",
         second="pass",
     ),
@@ -533,7 +538,8 @@ _INT80 = """
 import ctypes, struct
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+c_int = ctypes.c_int
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, c_int, c_int, c_int, ctypes.c_long]
 _page = libc.mmap(None, 4096, 7, 0x22 | 0x40, -1, 0)  # RWX, private, anonymous, MAP_32BIT
 low = _page + 2048  # a buffer below 4 GiB for pointer arguments
 
@@ -651,6 +657,18 @@ if pid == 0:
 """,
         "passed",
         options="--allow-subprocess",
+    ),
+    _c(
+        "renice every process of the user (setpriority PRIO_USER 0)",
+        "import os\nos.setpriority(os.PRIO_USER, 0, 19)",
+        "failed",
+        "refused",
+    ),
+    _c(
+        "io priority of every process of the user (ioprio_set IOPRIO_WHO_USER 0)",
+        _LIBC + _must("libc.syscall(251, 3, 0, (3 << 13) | 7)", "ioprio_set refused"),  # IDLE class
+        "failed",
+        detail="ioprio_set refused",
     ),
     # ---- unix sockets and the kernel's own channels --------------------------------------------------
     _c(

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import os
+import platform
 import re
 import resource
 import secrets
@@ -358,6 +359,7 @@ class World:
                 limits = fh.read()
             return {
                 "nice": os.getpriority(os.PRIO_PROCESS, pid),
+                "ioprio": _ioprio(pid),
                 "affinity": sorted(os.sched_getaffinity(pid)),
                 "limits": limits,
             }
@@ -421,6 +423,15 @@ def module_kernel(request: pytest.FixtureRequest, fake: FakeAnthropic, world: Wo
 
 
 ORIGINAL_PROCESS: dict[int, dict[str, Any]] = {}
+
+
+def _ioprio(pid: int) -> int:
+    import ctypes
+
+    if platform.machine() != "x86_64":
+        return -1
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.syscall(252, 1, pid))  # ioprio_get(IOPRIO_WHO_PROCESS, pid)
 
 
 def _q(path: Path) -> str:
@@ -516,7 +527,9 @@ def wait_no_strays(kernel: Kernel, within: float = 5.0) -> str:
         # multiprocessing's resource tracker is the kernel's own (SharedMemory in a case's setup)
         children = {pid: st for pid, st in children_of(kernel.pid).items() if not _resource_tracker(pid)}
         marked = {
-            pid: st for pid, st in marked_processes().items() if pid != kernel.pid and not _resource_tracker(pid)
+            pid: st
+            for pid, st in marked_processes().items()
+            if pid != kernel.pid and not _resource_tracker(pid)
         }
         if not children and not marked:
             return ""
@@ -704,7 +717,8 @@ def case_specific(
             problems.append(f"the trial's stdout was not capped: {first['stdout_len']} characters")
     elif case.name.startswith("infinite loop"):
         if first["duration_s"] < 2.5:
-            problems.append(f"a trial stopped at its 3 s timeout reports a duration of {first['duration_s']} s")
+            took = first["duration_s"]
+            problems.append(f"a trial stopped at its 3 s timeout reports a duration of {took} s")
     elif case.name.startswith("print a secret"):
         requests = fake.requests
         if len(requests) != 2:

@@ -113,3 +113,49 @@ def test_live_fork_runner_and_call_in_fork(namespace):
     assert namespace["data"] == [1, 2, 3]
     assert call_in_fork(lambda: namespace["data"].append(5) or len(namespace["data"])) == 4
     assert namespace["data"] == [1, 2, 3]
+
+
+def test_a_cell_that_writes_files_in_its_folder_is_trial_run_in_a_private_view(tmp_path, monkeypatch):
+    """plt.savefig("fig/x.png") / df.to_csv("out.csv"): the trial writes into an overlay of the
+    working folder (in its own mount namespace); the real folder is left exactly as it was."""
+    (tmp_path / "fig").mkdir()
+    (tmp_path / "data.csv").write_text("a,b\n")
+    monkeypatch.chdir(tmp_path)
+    snap = Snapshot.take({}, Redactor(environ={}))
+    try:
+        code = (
+            "import os\n"
+            "open('out.csv', 'w').write('x,y\\n')\n"
+            "open('fig/x.png', 'wb').write(b'PNG')\n"
+            "open('data.csv', 'a').write('3,4\\n')\n"
+            "os.makedirs('new/sub')\n"
+            "assert open('out.csv').read() == 'x,y\\n'\n"
+            "assert open('data.csv').read() == 'a,b\\n3,4\\n'\n"
+        )
+        outcome = snap.run(TrialSpec(code))
+    finally:
+        snap.close()
+    if "cwd-overlay" not in outcome.layers:
+        pytest.skip(f"no overlay in a user namespace here: {outcome.layers}")
+    assert outcome.ok, outcome.render()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "fig"]
+    assert (tmp_path / "data.csv").read_text() == "a,b\n"
+    assert list((tmp_path / "fig").iterdir()) == []
+
+
+def test_writes_elsewhere_are_still_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    snap = Snapshot.take({}, Redactor(environ={}))
+    try:
+        outcome = snap.run(TrialSpec(f"open({str(outside)!r}, 'w').write('x')"))
+    finally:
+        snap.close()
+    assert outcome.status == "refused", outcome.render()
+    assert not outside.exists()
+
+
+def test_a_trial_that_times_out_reports_how_long_it_ran(snapshot):
+    outcome = snapshot.run(TrialSpec("while True:\n    pass", timeout_s=0.5))
+    assert outcome.status == "timeout"
+    assert outcome.duration_s >= 0.5, outcome
