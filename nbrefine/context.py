@@ -1552,6 +1552,7 @@ _SPREAD_KEEP_RE = re.compile(r"(['\"`\n])")  # kept around a spread-out secret: 
 _NAMESPACE_NAMES = 20000  # names of a namespace looked at
 _CONTAINER_ITEMS = 64  # items of a container looked into for secrets
 _FRAME_ROWS = 256  # values of a DataFrame's credential-named column remembered
+_LEARN_ITEMS = 3000  # items looked at inside the values of a namespace (a few ms at most)
 # Values with nothing inside to look at (a namespace is mostly these).
 _PLAIN_TYPES = frozenset(
     {int, float, bool, complex, str, bytes, type(None), types.ModuleType, types.FunctionType, type}
@@ -1799,6 +1800,7 @@ class Redactor:
         self._version = 0  # bumped whenever a new secret is remembered
         self._namespace: Mapping[str, object] | None = None  # for the callees of code (not pickled)
         self._learned: int | None = None  # id of the namespace last learned from
+        self._looked_into: set[int] = set()  # ids of namespace values already looked into
         # Secret-looking names first so a value shared by several variables is labelled by the
         # most telling one.
         for name in sorted(env, key=lambda k: (not self.is_secret_name(k), k)):
@@ -1860,40 +1862,63 @@ class Redactor:
         Remembered: the values of credential-named variables (and of ``*_login`` tuples),
         and, one or two levels into other values, what sits under credential-named dict
         keys, dataclass/namedtuple fields, plain object attributes and DataFrame columns.
-        Bounded: at most 64 items of a container and 256 values of a column are read.
+        Bounded: every credential-named variable is taken, then other values are looked into
+        for at most 3,000 items in all (64 of a container, 256 values of a column).
         """
         self._namespace = namespace
         if self._learned == id(namespace):
             return
         self._learned = id(namespace)
         try:
-            items = list(itertools.islice(namespace.items(), _NAMESPACE_NAMES))
+            items = [
+                (name, value)
+                for name, value in itertools.islice(namespace.items(), _NAMESPACE_NAMES)
+                if isinstance(name, str) and not name.startswith("_")
+            ]
         except Exception:
             return
+        deeper = []
+        for name, value in items:  # the cheap, decisive part first: credential names
+            t = type(value)
+            if _secret_name(name) or ((t is tuple or t is list) and is_login_name(name)):
+                with contextlib.suppress(Exception):  # a hostile object: what it hides stays
+                    self.remember(value)
+            elif t not in _PLAIN_TYPES and id(value) not in self._looked_into:
+                deeper.append(value)
+        budget = [_LEARN_ITEMS]
         libs = _Libs()
-        for name, value in items:
-            if isinstance(name, str) and not name.startswith("_"):
-                try:
-                    self._learn(name, value, libs, 2)
-                except Exception:  # a hostile object: what it hides stays where it is
-                    continue
+        for value in deeper:
+            if budget[0] <= 0:
+                break
+            # The kernel's namespace and its copy from before the cell ran share most values.
+            self._looked_into.add(id(value))
+            with contextlib.suppress(Exception):
+                self._learn_inside(value, libs, 2, budget)
 
-    def _learn(self, name: str, value: object, libs: _Libs, depth: int) -> None:
+    def _learn(self, name: str, value: object, libs: _Libs, depth: int, budget: list[int]) -> None:
+        budget[0] -= 1
         t = type(value)
         if name and (_secret_name(name) or ((t is tuple or t is list) and is_login_name(name))):
             self.remember(value)
-            return
-        if depth <= 0 or t in _PLAIN_TYPES:
-            return
+        elif depth > 0 and t not in _PLAIN_TYPES and budget[0] > 0:
+            self._learn_inside(value, libs, depth, budget)
+
+    def _learn_inside(self, value: object, libs: _Libs, depth: int, budget: list[int]) -> None:
+        """What sits under credential names inside ``value`` (dict keys, fields, attributes, columns)."""
+        t = type(value)
         if t is dict:
             for key, item in itertools.islice(value.items(), _CONTAINER_ITEMS):  # type: ignore[attr-defined]
                 if isinstance(key, str):
-                    self._learn(key, item, libs, depth - 1)
+                    self._learn(key, item, libs, depth - 1, budget)
         elif _is(t, libs.DataFrame):
             self._learn_frame(value)
         elif t is list or t is tuple:
-            for item in itertools.islice(value, 16):  # type: ignore[call-overload]
-                self._learn("", item, libs, depth - 1)
+            # Records (dicts, objects) are looked into; a list that starts with a number or a
+            # string is taken to hold only those.
+            if value and type(value[0]) not in _PLAIN_TYPES:  # type: ignore[index]
+                for item in itertools.islice(value, 16):  # type: ignore[call-overload]
+                    budget[0] -= 1
+                    self._learn("", item, libs, depth - 1, budget)
         else:
             fields = _namedtuple_fields(t) or _dataclass_fields(t)
             if fields is not None:
