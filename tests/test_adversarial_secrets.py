@@ -103,11 +103,12 @@ def fake() -> Iterator[FakeAnthropic]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def module_kernel(fake: FakeAnthropic) -> Iterator[RealKernel]:
+@pytest.fixture(scope="module", params=["tcp", "ipc"])
+def module_kernel(request: pytest.FixtureRequest, fake: FakeAnthropic) -> Iterator[RealKernel]:
+    """A kernel on each transport ipykernel offers, like the rest of the adversarial suite."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
     env.update(ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY=API_KEY, DB_PASSWORD=ENV_PASSWORD)
-    kernel = RealKernel(env)
+    kernel = RealKernel(env, transport=request.param)
     yield kernel
     kernel.shutdown()
 
@@ -124,6 +125,7 @@ def kernel(module_kernel: RealKernel, fake: FakeAnthropic) -> Iterator[RealKerne
 def refine(kernel: RealKernel, cell: str, attempts: int) -> dict[str, Any]:
     out = kernel.run(f"%%refine --max-attempts {attempts} --timeout 5\n{cell}", timeout=90)
     assert out["ename"] == "RefineStop", out["text"][-2000:]
+    assert kernel.run("1+1", timeout=1.0)["results"] == ["2"], "the kernel did not answer within 1 s"
     return out
 
 
