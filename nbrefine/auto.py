@@ -3,7 +3,8 @@
 Built on IPython's ``post_run_cell`` event, not ``set_custom_exc``: that is a single slot
 other extensions also take, it hides the normal traceback, and it is dropped the first time
 it raises. The normal traceback appears exactly as before; below it, in ``offer`` mode, a
-small "Suggest a fix" button (in a terminal, a hint to type ``%refine fix``). No model is
+small "Suggest a fix" button (in a terminal, a line saying to type ``%refine fix``); under a
+teaching policy, "Get a hint" (``%refine hint``) instead, never an offer of a fix. No model is
 called until the user asks, except in ``on`` mode, which the user turned on for that.
 
 Passing cells pay one attribute check (measured by ``bench/bench_auto.py``). Optionally
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ._errors import SandboxError
 from .context import Redactor
 from .sandbox import Snapshot
+from .session import RefineSession, last_session
+from .teaching import TeachingPolicy, kernel_gate
 
 if TYPE_CHECKING:
     from .magics import RefineMagics
@@ -27,6 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["AutoMode"]
 
 MODES = ("off", "offer", "on")
+
+#: A failed cell as recorded by ``post_run_cell``: raw source, cell id, error, execution count.
+FailedCell = tuple[str, str | None, BaseException, int | None]
 
 
 class AutoMode:
@@ -36,7 +42,10 @@ class AutoMode:
         self.magics = magics
         self.ip: Any = magics.ip
         self.mode = "off"
-        self.last_failure: tuple[str, str | None, BaseException, int | None] | None = None
+        self.last_failure: FailedCell | None = None
+        # The latest session when last_failure was recorded: while it is still the latest, no
+        # session (%%refine, the button, %refine fix/hint) came after that failure.
+        self._session_at_failure: RefineSession | None = None
         self._snapshot: Snapshot | None = None
         self._before: dict[str, Any] | None = None
         # execution count -> (notebook cell id, time it ran): O(1) per cell, for the history
@@ -101,6 +110,7 @@ class AutoMode:
             return
         cell_id = getattr(info, "cell_id", None)
         self.last_failure = (raw_cell, cell_id, error, getattr(result, "execution_count", None))
+        self._session_at_failure = last_session()
         if self.mode == "on":
             self.repair_last()
         else:
@@ -108,37 +118,47 @@ class AutoMode:
 
     # ------------------------------------------------------------------ repairing
 
-    def repair_last(self) -> None:
-        """Start a repair of the last cell that failed (``%refine fix``, the button, or ``on``)."""
-        if self.last_failure is None:
+    @property
+    def has_new_failure(self) -> bool:
+        """Whether the latest failure is a cell that no session covers yet: a cell failed after
+        the latest session was made, so ``%refine hint`` must follow it, not that session."""
+        return self.last_failure is not None and last_session() is self._session_at_failure
+
+    def repair_last(self, failure: FailedCell | None = None) -> None:
+        """Start a repair (or, under a teaching policy, the help) for the last cell that failed
+        (``%refine fix``/``hint``, or ``on``), or for ``failure`` (its button)."""
+        failure = failure or self.last_failure
+        if failure is None:
             raise ValueError("no cell has failed since automatic mode was turned on")
-        raw_cell, cell_id, error, count = self.last_failure
-        snapshot, before = self._snapshot, self._before
-        self._snapshot, self._before = None, None  # the session owns them now
+        raw_cell, cell_id, error, count = failure
+        snapshot, before = None, None
+        if failure is self.last_failure:  # the snapshot, if any, was taken before this cell only
+            snapshot, before = self._snapshot, self._before
+            self._snapshot, self._before = None, None  # the session owns them now
         session = self.magics.session_for_failure(
             raw_cell, cell_id, error, snapshot=snapshot, before=before, failing_count=count
         )
         self.magics.start_session(session)
 
     def _offer(self) -> None:
+        line, label, tooltip = _offer_texts(kernel_gate().policy)
         if getattr(self.ip, "kernel", None) is None:
-            print("nbrefine: type %refine fix to get a suggested fix for this error")
+            print(line)
             return
         try:
             import ipywidgets as widgets
             from IPython.display import display
         except ImportError:
-            print("nbrefine: type %refine fix to get a suggested fix for this error")
+            print(line)
             return
-        button = widgets.Button(description="Suggest a fix", icon="magic", tooltip="nbrefine")
+        button = widgets.Button(description=label, icon="magic", tooltip=tooltip)
         out = widgets.Output()
         failure = self.last_failure
 
         def clicked(_button: Any) -> None:
             button.disabled = True
             with out:
-                self.last_failure = failure  # this cell's failure, even if others failed since
-                self.repair_last()
+                self.repair_last(failure)  # this cell's failure, even if others failed since
 
         button.on_click(clicked)
         display(widgets.VBox([button, out]))  # type: ignore[no-untyped-call]
@@ -147,3 +167,26 @@ class AutoMode:
         if self._snapshot is not None:
             self._snapshot.close()
         self._snapshot, self._before = None, None
+
+
+def _offer_texts(policy: TeachingPolicy) -> tuple[str, str, str]:
+    """What is offered under a failing cell: the terminal line, the button's label and tooltip.
+    A teaching policy offers its help (a hint, an explanation), never "a fix": even where the
+    last hint leads to the solution (graduated with allow_solution), hints come first."""
+    if policy.mode == "explain":
+        return (
+            "nbrefine: type %refine hint to get an explanation of this error",
+            "Explain this error",
+            "nbrefine: what this error means",
+        )
+    if policy.teaching:
+        return (
+            "nbrefine: type %refine hint to get a hint for this error",
+            "Get a hint",
+            "nbrefine: a hint, not the answer",
+        )
+    return (
+        "nbrefine: type %refine fix to get a suggested fix for this error",
+        "Suggest a fix",
+        "nbrefine",
+    )

@@ -775,12 +775,15 @@ class RefineMagics(Magics):
         if command.split(" ", 1)[0] == "policy":
             self._policy_command(command[len("policy") :].strip())
             return
-        if command == "hint" and session is not None and session.teaching is not None:
-            if not session.teaching.more_available:
-                print(f"nbrefine: {session.teaching.render()}")
+        # %refine hint continues the latest session, unless a cell failed after it was made: the
+        # student is on the next exercise then, and the hint is for that failure (repair_last).
+        latest = None if self.auto.has_new_failure else session
+        if command == "hint" and latest is not None and latest.teaching is not None:
+            if not latest.teaching.more_available:
+                print(f"nbrefine: {latest.teaching.render()}")
                 return
-            session.ask_for_help()  # the next hint for the same cell
-            self._show(session)
+            latest.ask_for_help()  # the next hint for the same cell
+            self._show(latest)
             return
         if command in ("fix", "hint"):
             try:

@@ -121,3 +121,100 @@ def test_suggest_a_fix_button_in_a_notebook_runs_the_repair_on_click(shell, scri
     button.click()
     assert button.disabled and len(scripted.requests) == 1
     assert nbrefine.last_session().status == "fixed"
+
+
+# --------------------------------------------------------------------------- teaching modes
+
+MEAN_CELL = (
+    "def mean(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / len(x)\n\n"
+    "m = mean([1, 2, 3])"
+)
+
+
+@pytest.fixture
+def hint_mode(shell):
+    shell.run_line_magic("config", "Refine.provider = 'offline'")  # the offline tutor writes the hints
+    shell.run_line_magic("refine", "policy --mode hint --max-hints 3 --lock")
+    return shell
+
+
+def test_refine_hint_follows_the_latest_failure_not_the_previous_cell(hint_mode, capsys):
+    shell = hint_mode
+    shell.run_line_magic("refine", "auto offer")
+    shell.run_cell("first = undefined_one", store_history=True, cell_id="cell-a")
+    for number in (1, 2, 3):
+        shell.run_line_magic("refine", "hint")
+        assert f"Hint {number} of 3" in capsys.readouterr().out
+    first = nbrefine.last_session()
+    assert first.cell_id == "cell-a" and not first.teaching.more_available
+    shell.run_cell(MEAN_CELL, store_history=True, cell_id="cell-b")  # the next exercise fails
+    capsys.readouterr()
+    shell.run_line_magic("refine", "hint")
+    out = capsys.readouterr().out
+    session = nbrefine.last_session()
+    assert session is not first and session.cell_id == "cell-b"
+    assert "Hint 1 of 3" in out and "TypeError" in out and "undefined_one" not in out
+    shell.run_line_magic("refine", "hint")  # the same cell: its next hint
+    assert "Hint 2 of 3" in capsys.readouterr().out and nbrefine.last_session() is session
+    # A %%refine cell that fails later is the latest failure: its session is followed, not cell-b's.
+    with pytest.raises(nbrefine.NbrefineError):
+        shell.run_cell_magic("refine", "", "third = undefined_three")
+    refined = nbrefine.last_session()
+    assert "Hint 1 of 3" in capsys.readouterr().out
+    shell.run_line_magic("refine", "hint")
+    assert "Hint 2 of 3" in capsys.readouterr().out and nbrefine.last_session() is refined
+
+
+def test_a_new_failure_with_hints_left_on_the_old_cell_gets_its_own_first_hint(hint_mode, capsys):
+    shell = hint_mode
+    shell.run_line_magic("refine", "auto offer")
+    shell.run_cell("first = undefined_one", store_history=True, cell_id="cell-a")
+    shell.run_line_magic("refine", "hint")
+    shell.run_cell("second = undefined_two", store_history=True, cell_id="cell-b")
+    capsys.readouterr()
+    shell.run_line_magic("refine", "hint")
+    out = capsys.readouterr().out
+    assert "Hint 1 of 3" in out and "undefined_two" in out and "undefined_one" not in out
+
+
+@pytest.mark.parametrize(
+    ("mode", "wanted"),
+    [
+        ("hint", "type %refine hint to get a hint"),
+        ("graduated", "type %refine hint to get a hint"),
+        ("explain", "type %refine hint to get an explanation"),
+    ],
+)
+def test_a_teaching_mode_offers_help_under_a_failing_cell_never_a_fix(shell, capsys, mode, wanted):
+    shell.run_line_magic("config", "Refine.provider = 'offline'")
+    shell.run_line_magic("refine", f"policy --mode {mode}")
+    shell.run_line_magic("refine", "auto offer")
+    capsys.readouterr()
+    shell.run_cell("answer = fourty_two")
+    out = capsys.readouterr().out
+    line = out.strip().splitlines()[-1]
+    assert line.startswith("nbrefine: ") and wanted in line
+    assert "fix" not in line
+    shell.run_line_magic("refine", "policy --mode fix")  # back to fixing: the line offers a fix again
+    shell.run_cell("answer = fourty_two")
+    assert "type %refine fix to get a suggested fix" in capsys.readouterr().out
+
+
+def test_the_notebook_button_in_a_teaching_mode_asks_for_a_hint(shell, monkeypatch, capsys):
+    import types
+
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(shell, "kernel", types.SimpleNamespace(), raising=False)  # as in ipykernel
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    shell.run_line_magic("config", "Refine.provider = 'offline'")
+    shell.run_line_magic("refine", "policy --mode hint --max-hints 2")
+    shell.run_line_magic("refine", "auto offer")
+    shell.run_cell("answer = fourty_two")
+    button = shown[-1].children[0]
+    assert button.description == "Get a hint" and "fix" not in button.tooltip.lower()
+    button.click()
+    session = nbrefine.last_session()
+    assert session.status == "hint" and session.fixed_code is None
+    assert "Hint 1 of 2" in capsys.readouterr().out
