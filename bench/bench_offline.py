@@ -15,7 +15,13 @@ read at run time from the repository's ``corpora/``):
 
 The corpus itself is checked first: each cell must fail, each intended fix must pass.
 
-Usage: .venv/bin/python bench/bench_offline.py [--json PATH] [--external-all] [--only SUBSTR] [-v]
+With ``--heldout`` it runs the held-out corpus instead (``corpora/heldout/offline_heldout.jsonl``,
+made by ``scripts/make_heldout_corpus.py``): mistakes injected by a seeded script into correct
+QuixBugs and HumanEval programs, not written alongside the fixers. Every case there is fixable
+(the intended fix is the original program); the table adds the kind of mistake injected.
+
+Usage: .venv/bin/python bench/bench_offline.py [--heldout [PATH]] [--json PATH] [--external-all]
+       [--only SUBSTR] [-v]
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from nbrefine.providers.offline import OfflineProvider
 from nbrefine.sandbox import LiveForkRunner, TrialOutcome, TrialSpec
 
 TARGET_MS = 50.0
+HELDOUT = Path(__file__).resolve().parents[1] / "corpora" / "heldout" / "offline_heldout.jsonl"
 
 #: Appended as an extra check when two fixes are compared by behaviour.
 FINGERPRINT = (
@@ -66,12 +73,22 @@ class Row:
     message: str = ""
     fixed_code: str | None = None
     notes: list[str] = field(default_factory=list)
+    kind: str = ""  # held-out corpus: the kind of mistake injected
 
 
 def _namespace(setup: str) -> dict[str, Any]:
     ns: dict[str, Any] = {}
     exec(compile(setup, "<setup>", "exec"), ns)
     return ns
+
+
+def heldout_cases(path: Path) -> list[Case]:
+    """The cases of the held-out corpus (one JSON object a line; see ``scripts/make_heldout_corpus.py``)."""
+    cases = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        cases.append(Case(row["id"], row["error"], "", row["cell"], row["expected"], note=row["kind"]))
+    return cases
 
 
 def _run(runner: LiveForkRunner, code: str, checks: tuple[str, ...], label: str = "cell") -> TrialOutcome:
@@ -183,7 +200,43 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
             }
             for name, group in sorted(by_type.items())
         },
+        "by_kind": _by_kind(rows),
     }
+
+
+def _by_kind(rows: list[Row]) -> dict[str, dict[str, int]]:
+    """Held-out cases by the kind of mistake injected (``Case.note``): all of them are fixable."""
+    groups: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        if row.kind:
+            groups[row.kind].append(row)
+    return {
+        kind: {
+            "cases": len(group),
+            "fixed": sum(r.verdict in ("right", "equivalent") for r in group),
+            "identical": sum(r.verdict == "right" for r in group),
+            "wrong": sum(r.verdict == "wrong" for r in group),
+            "not_fixed": sum(r.verdict == "missed" for r in group),
+            "other": sum(r.verdict in ("corpus_error", "skipped") for r in group),
+        }
+        for kind, group in sorted(groups.items())
+    }
+
+
+def print_kinds(summary: dict[str, Any]) -> None:
+    header = (
+        f"{'mistake injected':<22}{'cases':>6}{'fixed':>7}{'rate':>7}{'identical':>10}{'wrong':>7}"
+        f"{'not fixed':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for kind, s in summary["by_kind"].items():
+        rate = f"{100 * s['fixed'] / s['cases']:.0f}%" if s["cases"] else "-"
+        print(
+            f"{kind:<22}{s['cases']:>6}{s['fixed']:>7}{rate:>7}{s['identical']:>10}{s['wrong']:>7}"
+            f"{s['not_fixed']:>10}"
+        )
+    print()
 
 
 def print_table(summary: dict[str, Any], rows: list[Row], verbose: bool) -> None:
@@ -243,6 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--external-all", action="store_true", help="all 204 QuixBugs/HumanEvalFix programs")
     parser.add_argument("--only", default="", help="only cases whose id contains this")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every case")
+    parser.add_argument(
+        "--heldout",
+        nargs="?",
+        type=Path,
+        const=HELDOUT,
+        help="run the held-out corpus (injected mistakes) instead of the hand-written one",
+    )
     args = parser.parse_args(argv)
 
     # A data-science kernel has these loaded already; without this, the trials of the first
@@ -253,17 +313,32 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     offline._top_modules()  # the importable-module scan: once per process, cached
     scan_ms = (time.perf_counter() - started) * 1000
-    cases = [*CASES, *external_cases(args.external_all)]
-    cases = [c for c in cases if args.only in c.id]
-    internal = [c for c in cases if c.note not in ("QuixBugs", "HumanEvalFix")]
-    print(
-        f"offline quick fixes: {len(cases)} cases ({sum(c.fixable for c in internal)} fixable, "
-        f"{sum(not c.fixable for c in internal)} to decline, {len(cases) - len(internal)} from "
-        f"QuixBugs/HumanEvalFix); numpy and pandas preloaded; module scan {scan_ms:.0f} ms (once per process)"
-    )
+    if args.heldout is not None:
+        cases = [c for c in heldout_cases(args.heldout) if args.only in c.id]
+        print(
+            f"offline quick fixes, held-out corpus {args.heldout.name}: {len(cases)} cases (mistakes "
+            "injected into correct QuixBugs/HumanEval programs); "
+            f"module scan {scan_ms:.0f} ms (once per process)"
+        )
+    else:
+        cases = [*CASES, *external_cases(args.external_all)]
+        cases = [c for c in cases if args.only in c.id]
+        internal = [c for c in cases if c.note not in ("QuixBugs", "HumanEvalFix")]
+        print(
+            f"offline quick fixes: {len(cases)} cases ({sum(c.fixable for c in internal)} fixable, "
+            f"{sum(not c.fixable for c in internal)} to decline, {len(cases) - len(internal)} from "
+            f"QuixBugs/HumanEvalFix); numpy and pandas preloaded; module scan {scan_ms:.0f} ms "
+            "(once per process)"
+        )
     print()
-    rows = [run_case(case) for case in cases]
+    rows = []
+    for case in cases:
+        row = run_case(case)
+        row.kind = case.note if args.heldout is not None else ""
+        rows.append(row)
     summary = summarize(rows)
+    if args.heldout is not None:
+        print_kinds(summary)
     print_table(summary, rows, args.verbose)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
