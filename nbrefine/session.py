@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,7 +18,7 @@ from .prompt import RepairTask
 from .providers.base import Provider
 from .sandbox import TrialOutcome, TrialSpec
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, kernel_ledger, teach
-from .verify import changed_names, fingerprints_of, names_read
+from .verify import drift, fingerprints_of, names_read
 
 __all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
 
@@ -192,7 +193,9 @@ class RefineSession:
         counted = len(self.attempts)
         self.finish(result)
         if result.status == "fixed":
+            started = time.perf_counter()
             self._trial_state = self._state_of(job.current_runner(), result.fixed_code or "")
+            self.timings["state_s"] = time.perf_counter() - started
         add_to_kernel(total((r for a in result.attempts[counted:] for r in a.replies), job.prices))
         if job.on_finish is not None:
             job.on_finish(self)
@@ -382,7 +385,9 @@ class RefineSession:
         if self._applier is None:
             raise SessionStateError("this session has no kernel to run the fix in")
         if not anyway:
+            started = time.perf_counter()
             self.accept_refused = self._why_not_apply(fixed)
+            self.timings["accept_check_s"] = time.perf_counter() - started
             if self.accept_refused:
                 raise UnverifiedFixError(self.accept_refused)
         self.accepted_anyway = anyway
@@ -398,15 +403,9 @@ class RefineSession:
         if job is None or job.accept_runner is None:
             return ""
         runner = job.accept_runner()
-        changed = changed_names(self._trial_state, self._state_of(runner, fixed))
-        if changed == []:
-            self.live_check = ""
+        what = self.live_check = drift(self._trial_state, self._state_of(runner, fixed))
+        if not what:
             return ""
-        what = (
-            "the state it reads could not be compared with the live one"
-            if changed is None
-            else _names_text(changed) + " changed since (the failed run or a later cell changed it)"
-        )
         spec = TrialSpec(fixed, job.task.checks, job.config.timeout_s, "candidate", job.config.policy)
         outcome = self.live_outcome = runner.run(spec)
         reason = verifier_for(job.task, job.config)(fixed, outcome) if outcome.ok else ""
@@ -486,11 +485,6 @@ class RefineSession:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.render_text())
-
-
-def _names_text(names: list[str]) -> str:
-    shown = ", ".join(f"`{name}`" for name in names[:5])
-    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _color_diff_line(line: str) -> str:

@@ -36,14 +36,16 @@ from .spawn import names_to_ship
 __all__ = [
     "Gate",
     "changed_names",
+    "drift",
     "fingerprint_spec",
     "fingerprints_of",
     "names_read",
     "read_fingerprints",
 ]
 
-#: Values whose pickle is larger than this are not fingerprinted ("unknown": Accept re-checks).
-FINGERPRINT_CAP = 256 << 20
+#: Bytes hashed per fingerprint trial, in all (about 0.1 s at 64 MiB here): past it, values are
+#: "unknown", and Accept trial-runs the fix from the live state instead of comparing.
+FINGERPRINT_CAP = 64 << 20
 _MARK = "@@nbrefine-fingerprints@@ "
 _BLANKET = frozenset({"Exception", "BaseException"})
 _MAX_REASONS = 3
@@ -417,7 +419,8 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
     # Runs in a trial process: its source is the trial's code (see fingerprint_spec), so it is
     # self-contained. Content digests (pickle protocol 5, out-of-band buffers hashed in place,
     # so arrays and frames are not copied); functions also by code, closures and identity (a
-    # fork keeps every address); anything that cannot be pickled within ``cap`` is "unknown".
+    # fork keeps every address); anything that cannot be pickled within what is left of ``cap``
+    # (bytes hashed for all the names together) is "unknown".
     import hashlib
     import marshal
     import pickle
@@ -426,15 +429,17 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
     class TooLarge(Exception):
         pass
 
+    hashed = [0]  # by every Sink: the cap is for the whole trial
+
     class Sink:
         def __init__(self) -> None:
-            self.digest = hashlib.blake2b(digest_size=16)
+            self.digest = hashlib.sha256()  # with SHA extensions, faster than blake2b
             self.size = 0
 
         def write(self, data: Any) -> int:
             view = memoryview(data)
             self.size += view.nbytes
-            if self.size > cap:
+            if hashed[0] + self.size > cap:
                 raise TooLarge
             self.digest.update(view)
             return view.nbytes
@@ -443,22 +448,23 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
         sink = Sink()
 
         def out_of_band(buffer: Any) -> bool:
+            # pickle's contract: a false value keeps the buffer out of the stream (hashed here,
+            # in place); a true one serialises it in band
             try:
                 sink.write(buffer.raw())
             except BufferError:
-                return False  # not contiguous: pickled in band, within the cap
-            return True
+                return True  # not contiguous: pickled in band, within the cap
+            return False
 
         pickle.Pickler(sink, protocol=5, buffer_callback=out_of_band).dump(value)
+        hashed[0] += sink.size
         return sink.digest.hexdigest()
 
     def function(value: Any) -> str:
         cells = [c.cell_contents for c in value.__closure__ or () if _filled(c)]
         parts = [marshal.dumps(value.__code__).hex(), one((value.__defaults__, value.__kwdefaults__))]
         parts += [one(c) for c in cells]
-        return (
-            f"function@{id(value):x}:" + hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
-        )
+        return f"function@{id(value):x}:" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
     def _filled(cell: Any) -> bool:
         try:
@@ -477,7 +483,7 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
                 return f"class:{value.__module__}.{value.__qualname__}@{id(value):x}"
             return pickled(value)
         except TooLarge:
-            return f"unknown: larger than {cap >> 20} MiB"
+            return f"unknown: past the {cap >> 20} MiB hashed per check"
         except RecursionError:
             return "unknown: nested too deeply"
         except Exception as err:
@@ -565,3 +571,25 @@ def changed_names(before: Mapping[str, str] | None, now: Mapping[str, str] | Non
         for name in dict.fromkeys([*before, *now])
         if before.get(name) != now.get(name) or before.get(name, "").startswith("unknown")
     ]
+
+
+def drift(before: Mapping[str, str] | None, now: Mapping[str, str] | None) -> str:
+    """In words, why the live state may not be what the trial saw ("" : provably the same)."""
+    changed = changed_names(before, now)
+    if changed is None:
+        return "the state it reads could not be compared with the live one"
+    assert before is not None and now is not None
+    unknown = [n for n in changed if before.get(n, "").startswith("unknown") and now.get(n) == before.get(n)]
+    moved = [n for n in changed if n not in unknown]
+    parts = []
+    if moved:
+        parts.append(f"{_names_text(moved)} changed since (the failed run or a later cell changed it)")
+    if unknown:
+        why = before[unknown[0]].removeprefix("unknown: ")
+        parts.append(f"{_names_text(unknown)} could not be compared ({why})")
+    return "; ".join(parts)
+
+
+def _names_text(names: Sequence[str]) -> str:
+    shown = ", ".join(f"`{name}`" for name in names[:5])
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")

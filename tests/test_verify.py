@@ -13,6 +13,7 @@ from nbrefine.verify import (
     Gate,
     _nbrefine_fingerprints,
     changed_names,
+    drift,
     fingerprint_spec,
     fingerprints_of,
     names_read,
@@ -187,7 +188,11 @@ def test_fingerprints_follow_content_not_identity():
     later = _nbrefine_fingerprints(namespace, ["items", "arr"], 1 << 20)
     assert later["items"] != first["items"] and later["arr"] != first["arr"]
     big = _nbrefine_fingerprints({"big": np.zeros(1 << 18)}, ["big"], 1 << 20)
-    assert big["big"] == "unknown: larger than 1 MiB"
+    assert big["big"] == "unknown: past the 1 MiB hashed per check"
+    halves = {"a": np.zeros(1 << 16), "b": np.ones(1 << 16), "c": [1]}  # 512 KiB each
+    seen = _nbrefine_fingerprints(halves, ["a", "b", "c"], 1 << 20)
+    assert not seen["a"].startswith("unknown") and seen["b"].startswith("unknown: past")
+    assert not seen["c"].startswith("unknown")  # small values still fit in what is left
 
 
 def test_fingerprints_follow_the_globals_a_function_reads():
@@ -215,3 +220,11 @@ def test_fingerprints_are_taken_in_a_real_trial_and_match_across_forks():
     assert changed_names(first, fingerprints_of(runner.run, ["items", "arr"])) == ["items"]
     assert fingerprint_spec(["items"]).label == "fingerprint"
     assert read_fingerprints(TrialOutcome("failed")) is None
+
+
+def test_drift_says_what_changed_and_what_could_not_be_compared():
+    same = {"a": "1", "big": "unknown: past the 64 MiB hashed per check"}
+    assert drift({"a": "1"}, {"a": "1"}) == ""
+    assert drift({"a": "1"}, {"a": "2"}) == "`a` changed since (the failed run or a later cell changed it)"
+    assert drift(same, same) == "`big` could not be compared (past the 64 MiB hashed per check)"
+    assert drift(None, same) == "the state it reads could not be compared with the live one"
