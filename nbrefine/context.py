@@ -1801,6 +1801,7 @@ class Redactor:
         self._namespace: Mapping[str, object] | None = None  # for the callees of code (not pickled)
         self._learned: int | None = None  # id of the namespace last learned from
         self._looked_into: set[int] = set()  # ids of namespace values already looked into
+        self._lines: dict[str, str] = {}  # lines of code that held a secret -> as redacted
         # Secret-looking names first so a value shared by several variables is labelled by the
         # most telling one.
         for name in sorted(env, key=lambda k: (not self.is_secret_name(k), k)):
@@ -2073,6 +2074,9 @@ class Redactor:
         return text
 
     def _redact_values(self, text: str) -> str:
+        for line, redacted in self._lines.items():
+            if line in text:
+                text = text.replace(line, redacted)
         if self._labels:
             text = self._outside_markers(self._replace_values, text)
         if self._norm:
@@ -2291,10 +2295,24 @@ class Redactor:
             if literal.remember:
                 self.remember(literal.value)
         structural = _blank_literals(code, found)
+        self._remember_lines(code, structural)
         out = self._redact(structural)
         if out == structural or _parses(out):
             return out
         return self._redact_tokens(structural)
+
+    def _remember_lines(self, code: str, redacted: str) -> None:
+        """Lines of code that held a secret, to be shown redacted wherever they are quoted
+        (the failing line, traceback frames): a secret too short to be matched everywhere
+        (``connect("db", 5432, "bob", "pw")``) is still hidden there."""
+        before, after = code.splitlines(), redacted.splitlines()
+        if len(before) != len(after):
+            return
+        for old, new in zip(before, after, strict=True):
+            old, new = old.strip(), new.strip()
+            if old != new and len(old) >= _MIN_NORMALISED and old not in self._lines:
+                self._lines[old] = new
+                self._version += 1
 
     def _redact_tokens(self, code: str) -> str:
         """Only string literals (their bodies) and comments redacted: names and syntax untouched."""

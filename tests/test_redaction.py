@@ -420,3 +420,23 @@ def test_a_secret_in_a_sampled_list_of_chunks_is_not_shown_in_part() -> None:
     assert "..." in summary.text
     shown = normalised(summary.text)
     assert normalised("tok-9f8e7d6c5b4a39281706f5e4")[:12] not in shown, summary.text
+
+
+def test_a_short_positional_secret_is_hidden_in_the_failing_line_and_traceback_too() -> None:
+    # The issue's own example: "pw" is too short to be matched everywhere, but the lines of
+    # the cell that hold it are shown redacted wherever they are quoted.
+    code = (
+        "def connect(host, port, user, password):\n"
+        '    raise ConnectionError("refused")\n'
+        'conn = connect("db", 5432, "bob", "pw")\n'
+    )
+    linecache.cache["<cell-pw>"] = (len(code), None, code.splitlines(True), "<cell-pw>")
+    namespace: dict[str, Any] = {}
+    try:
+        exec(compile(code, "<cell-pw>", "exec"), namespace)
+    except ConnectionError as err:
+        failure = capture_failure(err, code=code, code_filename="<cell-pw>", redactor=Redactor(environ={}))
+    assert '"bob", "pw")' in failure.render()  # the raw capture has it
+    request = build_request(_task(code=code, failures=(failure,)), [], Redactor(environ={}))
+    assert '"pw"' not in request.user, request.user
+    assert 'connect("db", 5432, "bob", "<redacted:credential name>")' in request.user
