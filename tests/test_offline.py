@@ -289,6 +289,16 @@ def test_missing_package_gives_a_pip_hint() -> None:
     assert "`%pip install scikit-learn` then re-run" in reason
 
 
+@pytest.mark.parametrize("package", ["xarray", "pyarrow", "polars"])
+def test_a_known_package_that_is_not_installed_gets_the_pip_hint_not_a_lookalike(package: str) -> None:
+    # ``import xarray`` is not a typo of the stdlib ``array``, nor ``pyarrow`` of ``arrow``.
+    if importlib.util.find_spec(package) is not None:
+        pytest.skip(f"{package} is installed")
+    fixes, reason = fixes_for(f"import {package}\nprint({package}.__name__)")
+    assert fixes == []
+    assert f"`%pip install {package}` then re-run" in reason
+
+
 # --------------------------------------------------------------------------- UnboundLocalError
 
 

@@ -935,7 +935,13 @@ _DIGITS = re.compile(r"\d")
 
 
 def _close_matches(
-    word: str, pool: Iterable[str], *, normalize: bool = False, limit: int = 4, prefix: bool = False
+    word: str,
+    pool: Iterable[str],
+    *,
+    normalize: bool = False,
+    limit: int = 4,
+    prefix: bool = False,
+    two_edits: bool = True,
 ) -> list[str]:
     """Close spellings of ``word`` in ``pool``, best first; never loose guesses.
 
@@ -944,11 +950,12 @@ def _close_matches(
     neighbouring letters needs no ratio: ``ptl`` -> ``plt``). Spellings that differ only in
     digits (``df2``/``df``) are not close: they name different things. When nothing is that
     close, one spelling two edits away is offered if it is the only one (``sqroot`` ->
-    ``sqrt``; two such spellings tie and none is offered). With ``prefix``, a single candidate
-    that extends ``word`` by whole words (``salary`` -> ``salary_usd``) comes last."""
+    ``sqrt``; two such spellings tie and none is offered; not with ``two_edits=False``). With
+    ``prefix``, a single candidate that extends ``word`` by whole words (``salary`` ->
+    ``salary_usd``) comes last."""
     scored = _scored_matches(word, pool, normalize=normalize, prefix=prefix)
     found = [candidate for _, _, candidate in scored.close]
-    if not found and len(scored.two_edits) == 1:
+    if not found and two_edits and len(scored.two_edits) == 1:
         found = list(scored.two_edits)
     if len(scored.extended) == 1 and scored.extended[0] not in found:
         found.append(scored.extended[0])
@@ -1062,6 +1069,16 @@ _IMPORT_NAMES = {
     "pytorch": "torch",
     "tensorflow_gpu": "tensorflow",
 }
+#: Import names of well-known packages: one that is missing is not installed, not misspelt.
+_POPULAR_PACKAGES = (
+    "numpy pandas matplotlib seaborn scipy sklearn statsmodels plotly polars xarray pyarrow dask numba "
+    "sympy networkx bokeh altair xgboost lightgbm catboost torch torchvision tensorflow keras jax "
+    "transformers datasets requests httpx openpyxl xlrd tqdm pydantic fastapi flask django sqlalchemy "
+    "psycopg2 pymongo redis boto3 geopandas shapely folium nltk spacy gensim"
+)
+_KNOWN_PACKAGES = frozenset(
+    {*PIP_NAMES, *(module.split(".")[0] for module in PIP_NAMES), *_POPULAR_PACKAGES.split()}
+)
 _UNSAFE_STDLIB = frozenset({"antigravity", "this", "idlelib", "turtle", "turtledemo", "tkinter", "__hello__"})
 
 
@@ -2014,16 +2031,23 @@ def _fix_module(state: _State) -> tuple[list[Fix], str]:
                 break
             index += 1
     wrong = parts[index]
+    # A module that is not there is often a package that is not installed: a lookalike that is
+    # (``array`` for ``xarray``) would import, and pass a trial of a cell that only imports it.
     if index == 0:
         options = []
         alias = _IMPORT_NAMES.get(wrong.lower().replace("-", "_"))
         if alias is not None and _importable(alias):
             options.append(alias)
-        options += [m for m in _close_matches(wrong, _top_modules()) if _importable(m)]
+        if wrong not in _KNOWN_PACKAGES:
+            options += [m for m in _close_matches(wrong, _top_modules(), two_edits=False) if _importable(m)]
         options = [m for m in dict.fromkeys(options) if not m.startswith("_") or wrong.startswith("_")]
     else:
-        subs = _submodules(".".join(parts[:index])) or []
-        options = _close_matches(wrong, [s for s in subs if not s.startswith("_") or wrong.startswith("_")])
+        subs = [
+            s
+            for s in _submodules(".".join(parts[:index])) or []
+            if not s.startswith("_") or wrong.startswith("_")
+        ]
+        options = _close_matches(wrong, subs, two_edits=False)
     src = state.src
     tree = src.need_tree()
     stmt = state.statement()
