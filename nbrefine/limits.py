@@ -19,9 +19,10 @@ streams are private and before the candidate runs. The layers, in the order appl
 6. **seccomp**: a BPF filter: any other syscall ABI (``int 0x80``, x32) kills the trial; no
    new processes or ``exec`` (threads stay allowed); no unix sockets with a path or other
    non-IP sockets; no ``io_uring``; calls aimed at another process are refused.
-7. **landlock**: writes only beneath the trial's scratch folder (and the working folder's view); credential files (home
-   dotfiles, the kernel's connection file) and other processes' ``/proc`` entries are
-   unreadable; signals and abstract unix sockets scoped to the trial.
+7. **landlock**: writes only beneath the trial's scratch folder (and the working folder's
+   view); credential files (home dotfiles, ``.env``, the kernel's connection file; deleted
+   from the working folder's view) and other processes' ``/proc`` entries are unreadable;
+   signals and abstract unix sockets scoped to the trial.
 8. **audit hook**: Python-level refusals with clear messages (connect, subprocess, exec,
    writes/deletes/renames outside scratch, kill) — the portable last line.
 
@@ -35,6 +36,7 @@ import ctypes
 import os
 import platform
 import resource
+import shutil
 import signal
 import stat
 import struct
@@ -323,6 +325,24 @@ def _overlay_working_folder(scratch: str) -> str | None:
         return None
     os.chdir(folder)  # the old working directory is the folder under the overlay
     return folder
+
+
+def _remove_from_view(folder: str, hidden: list[str]) -> bool:
+    """Credential files beneath the working folder (``.env``, or all of ``~/.ssh`` when the
+    notebook runs in the home folder) are deleted from the trial's private view: the overlay
+    records a whiteout, the real files stay. True when none is left in the view."""
+    gone = True
+    for path in hidden:
+        if not path.startswith(folder.rstrip("/") + "/"):
+            continue
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            gone = gone and not os.path.lexists(path)
+    return gone
 
 
 # --------------------------------------------------------------------------- secrets
@@ -791,7 +811,8 @@ def harden(
             if mounts and _mount_scratch(scratch, policy.scratch_mb):
                 active.append("scratch-quota")
                 folder = None if policy.allow_writes else _overlay_working_folder(scratch)
-                if folder is not None:
+                # Writable means readable too, so only when no credential file is left in the view.
+                if folder is not None and _remove_from_view(folder, hidden):
                     writable.append(folder)
                     active.append("cwd-overlay")
     with contextlib.suppress(OSError, ValueError):
