@@ -697,6 +697,30 @@ def test_attribute_of_an_object_made_in_the_failing_cell(
     assert fixed_by_loop(code) == code.replace("set_titel", "set_title")
 
 
+def test_looking_for_a_class_never_loads_a_lazy_module(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import sys
+
+    (tmp_path / "nbrefine_lazy_side_effect.py").write_text(
+        "import builtins\nbuiltins._nbrefine_lazy_ran = True\n"
+    )
+    spec = importlib.util.spec_from_file_location(
+        "nbrefine_lazy_side_effect", tmp_path / "nbrefine_lazy_side_effect.py"
+    )
+    assert spec is not None and spec.loader is not None
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # lazy: nothing runs until an attribute is read
+    monkeypatch.setitem(sys.modules, "nbrefine_lazy_side_effect", module)
+    code = "class Gauge:\n    def read(self):\n        return 1\nprint(Gauge().raed())"
+    fixes_for(code)  # ``Gauge`` is looked for among the loaded modules
+    import builtins
+
+    assert not hasattr(builtins, "_nbrefine_lazy_ran")
+
+
 @needs_fork
 @pytest.mark.parametrize(
     ("code", "fixed"),

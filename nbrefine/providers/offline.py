@@ -273,6 +273,7 @@ _TIMING = re.compile(
     r"(?:[ \t]+-[nrp][ \t]*\d+|[ \t]+-[tcqo](?=[ \t])|[ \t]+-v[ \t]*\w+)*"  # timeit's options
     r"[ \t]+(?=\S)"
 )
+_TIMING_START = re.compile(r"^[ \t]*%%?time(?:it)?(?!\w)")
 #: How IPython runs a magic line or cell (the failing line of a failure inside one).
 _RUN_MAGIC = re.compile(r"^\s*get_ipython\(\)\.run_(line|cell)_magic\(\s*'(\w+)'")
 
@@ -297,7 +298,7 @@ def _mask_line(line: str) -> str:
 
 
 def _is_timing_line(line: str) -> bool:
-    return _TIMING.match(line) is not None or line.strip() in ("%timeit", "%time", "%%timeit", "%%time")
+    return _TIMING_START.match(line) is not None
 
 
 class _Source:
@@ -1547,9 +1548,10 @@ def _loaded_class(name: str) -> type | None:
         return None
     found: dict[int, type] = {}
     for module in list(sys.modules.values()):
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
+        if not isinstance(module, types.ModuleType):
             continue
+        # Not ``module.__dict__``: a lazy module's own ``__getattribute__`` would import it.
+        namespace = object.__getattribute__(module, "__dict__")
         value = namespace.get(name)
         if isinstance(value, type) and value.__name__ == name:
             found[id(value)] = value
@@ -1657,15 +1659,12 @@ def _lazy_names(module: types.ModuleType) -> set[str]:
     for a package with a module ``__getattr__`` (numpy's ``np.random``) its submodules, listed
     from its folder without importing them."""
     found: set[str] = set()
-    exported = module.__dict__.get("__all__")
+    namespace = object.__getattribute__(module, "__dict__")  # never a lazy module's own lookup
+    exported = namespace.get("__all__")
     if isinstance(exported, (list, tuple)):
         found |= {name for name in exported if isinstance(name, str) and not name.startswith("_")}
-    path = module.__dict__.get("__path__")
-    if (
-        callable(module.__dict__.get("__getattr__"))
-        and isinstance(path, Iterable)
-        and not isinstance(path, str)
-    ):
+    path = namespace.get("__path__")
+    if callable(namespace.get("__getattr__")) and isinstance(path, Iterable) and not isinstance(path, str):
         with contextlib.suppress(Exception):
             locations = [entry for entry in list(path)[:8] if isinstance(entry, str)]
             found |= {
