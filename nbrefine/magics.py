@@ -56,7 +56,7 @@ from .teaching import (
     apply_policy_line,
     kernel_gate,
 )
-from .verify import Gate
+from .verify import Gate, plain_python
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -183,6 +183,11 @@ class RefineMagics(Magics):
         self.auto.set_mode(settings.auto)
         settings.observe(lambda change: self.auto.set_mode(change["new"]), names="auto")
         settings.observe(lambda change: self.auto.snapshots(change["new"]), names="auto_snapshot")
+
+    def _python(self, code: str) -> str:
+        """IPython syntax turned into Python, or the code as it is where IPython's transform
+        raises (it does on an IndentationError: the very cells being repaired)."""
+        return plain_python(code, self.ip.transform_cell)
 
     @line_cell_magic
     def refine(self, line: str, cell: str | None = None) -> None:
@@ -322,7 +327,7 @@ class RefineMagics(Magics):
         after = dict(namespace)
         before = after if before is None else before
         redactor = Redactor()
-        code = self.ip.transform_cell(raw_cell)
+        code = self._python(raw_cell)
         failure = capture_failure(
             error, code=code, user_globals=namespace, redactor=redactor, run_unsafe=_fork_eval
         )
@@ -467,7 +472,7 @@ class RefineMagics(Magics):
         if error is not None and not isinstance(error, Exception):
             return []  # KeyboardInterrupt and friends: the user stopped the cell
         if error is not None:
-            code = self.ip.transform_cell(cell)
+            code = self._python(cell)
             failure = capture_failure(
                 error, code=code, user_globals=namespace, redactor=redactor, run_unsafe=_fork_eval
             )
@@ -488,7 +493,7 @@ class RefineMagics(Magics):
         notes: list[str],
         failing_count: int | None = None,
     ) -> RefineJob:
-        names = [n for n in _names_used(self.ip.transform_cell(cell)) if _is_user_name(n)]
+        names = [n for n in _names_used(self._python(cell)) if _is_user_name(n)]
         rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
         if rebound and snapshot is not None:
             notes.append(
@@ -503,7 +508,7 @@ class RefineMagics(Magics):
         history, code, first_checks, defines = self._ground(
             session, cell, error, failing_count, notes, redactor
         )
-        transform = self.ip.transform_cell
+        transform = self._python
 
         def wrap(inner: Any) -> _TransformingRunner:
             return _TransformingRunner(_CrossCellRunner(inner, defines) if first_checks else inner, transform)
@@ -567,7 +572,7 @@ class RefineMagics(Magics):
             ),
             free=snapshot.close if snapshot is not None else (lambda: None),
             fallback=lambda: _TransformingRunner(
-                LiveForkRunner(self.ip.user_ns, redactor, self._sandbox_options()), self.ip.transform_cell
+                LiveForkRunner(self.ip.user_ns, redactor, self._sandbox_options()), self._python
             ),
             background_ok=isinstance(getattr(runner, "inner", runner), (Snapshot, SpawnRunner)),
             on_finish=on_finish,
@@ -579,7 +584,7 @@ class RefineMagics(Magics):
     ) -> Verifier:
         """A candidate that defines the failing function is checked against its own cell and must
         run every check (the failing cell first); any other one against the failing cell."""
-        transform = self.ip.transform_cell
+        transform = self._python
         for_target = Gate(target, len(run.checks) + 1, transform=transform)
         for_cell = Gate.for_failures(cell, failures, len(run.checks), transform=transform)
 
@@ -666,7 +671,7 @@ class RefineMagics(Magics):
         if not executed:
             return "", cell, (), ""
         notebook, saved_at = self._saved_notebook()
-        names = free_names(self.ip.transform_cell(cell))
+        names = free_names(self._python(cell))
         report = analyse(executed, names, notebook, namespace=self.ip.user_ns, saved_at=saved_at)
         history = report.render(min(3000, self.settings.prompt_budget // 5), redactor)
         target = None
@@ -688,7 +693,7 @@ class RefineMagics(Magics):
         )
         session.original_code = target.source
         session.cell_id, session.cell_source = target.cell_id, target.source
-        return history, target.source, (self.ip.transform_cell(cell),), target.function
+        return history, target.source, (self._python(cell),), target.function
 
     def _budget(self, session: RefineSession) -> Callable[[list[Attempt]], str | None] | None:
         """The loop's budget check: per session and per kernel, in tokens and in money."""

@@ -18,7 +18,7 @@ from .prompt import RepairTask
 from .providers.base import Provider
 from .sandbox import TrialOutcome, TrialSpec
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, kernel_ledger, teach
-from .verify import drift, fingerprints_of, names_read
+from .verify import drift, fingerprints_of, names_read, plain_python
 
 __all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
 
@@ -268,7 +268,7 @@ class RefineSession:
         job = self.job
         if job is None:
             return None
-        return names_read(job.config.transform(code), job.task.checks)
+        return names_read(plain_python(code, job.config.transform), job.task.checks)
 
     def _state_of(self, runner: TrialRunner, code: str) -> dict[str, str] | None:
         """Fingerprints of the names ``code`` (and its checks) read, as ``runner`` sees them."""

@@ -40,6 +40,7 @@ __all__ = [
     "fingerprint_spec",
     "fingerprints_of",
     "names_read",
+    "plain_python",
     "read_fingerprints",
 ]
 
@@ -102,7 +103,7 @@ class Gate:
 
     def static_reasons(self, candidate: str) -> list[str]:
         """What the candidate's text changes about the checks (empty: nothing)."""
-        original, code = self.transform(self.original), self.transform(candidate)
+        original, code = plain_python(self.original, self.transform), plain_python(candidate, self.transform)
         new_tree = _parse(code)
         if new_tree is None:
             return []  # its trial cannot have passed: a SyntaxError fails it
@@ -113,6 +114,15 @@ class Gate:
         reaches = sorted(_reaches(new_tree), key=lambda pair: pair[1])
         reasons += [f"{why} (line {line})" for why, line in reaches if why not in before]
         return list(dict.fromkeys(reasons))
+
+
+def plain_python(code: str, transform: Callable[[str], str]) -> str:
+    """``transform(code)``, or ``code`` itself where the transform fails (IPython's raises on a
+    cell with an IndentationError: the very cells being repaired)."""
+    try:
+        return transform(code)
+    except Exception:
+        return code
 
 
 def _parse(code: str) -> ast.Module | None:

@@ -323,3 +323,13 @@ def test_a_proposal_that_changes_the_checks_needs_accept_anyway(shell, scripted,
     shell.run_line_magic("refine", "accept --anyway")
     assert shell.user_ns["total"] == 7
     assert "applied anyway, not verified (" in capsys.readouterr().out
+
+
+def test_a_cell_that_ipython_cannot_transform_is_verified_too(shell, scripted):
+    """IPython's transform raises on an IndentationError: the gate reads such a cell as it is."""
+    scripted.replies = [block("def f(x):\n    y = x\n    return y\nassert f(1) == 1")]
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "def f(x):\n    y = x\n  return y\nassert f(1) == 1")
+    session = nbrefine.last_session()
+    assert session.failure.error_type == "IndentationError"
+    assert session.status == "fixed" and session.verified

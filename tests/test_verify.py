@@ -228,3 +228,15 @@ def test_drift_says_what_changed_and_what_could_not_be_compared():
     assert drift({"a": "1"}, {"a": "2"}) == "`a` changed since (the failed run or a later cell changed it)"
     assert drift(same, same) == "`big` could not be compared (past the 64 MiB hashed per check)"
     assert drift(None, same) == "the state it reads could not be compared with the live one"
+
+
+def test_a_transform_that_fails_on_the_broken_cell_does_not_break_the_gate():
+    def ipython_like(code: str) -> str:
+        if "  return" in code:
+            raise IndentationError("unindent does not match any outer indentation level")
+        return code
+
+    original = "def f(x):\n    y = x\n  return y\nassert f(1) == 1"
+    gate = Gate(original, transform=ipython_like)
+    assert gate("def f(x):\n    y = x\n    return y\nassert f(1) == 1", PASSED) == ""
+    assert "drops `assert f(1) == 1`" in gate("def f(x):\n    y = x\n    return y", PASSED)
