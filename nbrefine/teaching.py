@@ -43,11 +43,13 @@ from typing import Any, NoReturn
 
 from ._argparse import StrictParser
 from ._errors import NbrefineError, ProviderError
+from .capture import Failure
 from .context import Redactor
 from .limits import TrialPolicy
 from .loop import TrialRunner, normalize_code
 from .prompt import RepairTask, build_request, clip
-from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, TextCallback
+from .providers import offline as _offline
+from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, RepairContext, TextCallback
 from .sandbox import TrialSpec
 
 __all__ = [
@@ -1232,8 +1234,7 @@ _MEANINGS = {
     "to a name anywhere in a function makes it local to the whole function.",
     "KeyError": "a dictionary or a table was asked for a key (or a column) it doesn't have.",
     "AttributeError": "a value was asked for an attribute or method that its type doesn't have.",
-    "TypeError": "an operation got a value of a type it can't work with, such as text added to a "
-    "number, or a function got the wrong number of arguments.",
+    "TypeError": "an operation or a function got a value of a type it can't work with.",
     "ValueError": "a value had the right type but content that doesn't fit, such as the text 'abc' "
     "turned into a number.",
     "IndexError": "a position outside the list (or string) was asked for. Positions start at 0, so "
@@ -1281,9 +1282,8 @@ _NEARLY = {
     "the keys (or a table's columns) shows you what is there.",
     "AttributeError": "Use a method the type really has; names are case-sensitive. If the value "
     "isn't the type you expected, look at where it got its value.",
-    "TypeError": "Make the values the same kind before combining them (for example, turn a number "
-    "into text with str() or text into a number with int()); for a call, compare the arguments with "
-    "the function's definition.",
+    "TypeError": "Compare the type of each value on that line (type() tells you) with what the "
+    "operation needs, and look at where the unexpected one got its value.",
     "ValueError": "Clean or convert the value first, or pick an operation that fits what it holds.",
     "IndexError": "Keep the position between 0 and the length minus 1: look at where your range or "
     "index starts and where it stops.",
@@ -1307,6 +1307,251 @@ _NEARLY = {
 _GENERIC_NEARLY = (
     "Look at the values on that line one at a time (print them) and compare each with what you expected."
 )
+
+
+# ---- remedies that fit the error seen: the message decides, not only the error type
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """What one kind of error message means and what fixes it. ``{got}``, ``{op}``... come from
+    the pattern's named groups (``{a_got}``: with its article); ``extra`` adds a sentence for one
+    value of ``got``; ``needs`` names what the operation needs of its value (see ``_NEEDS``)."""
+
+    pattern: str
+    meaning: str
+    remedy: str
+    needs: str = ""
+    when: Callable[[dict[str, str]], bool] | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+_NUMBER_TYPES = frozenset({"int", "float", "complex", "int64", "int32", "float64", "float32", "bool"})
+_COLLECTIONS = frozenset({"list", "tuple", "dict", "set", "frozenset"})
+
+
+def _str_and_number(groups: dict[str, str]) -> bool:
+    kinds = {groups.get("left", ""), groups.get("right", ""), groups.get("got", "str")}
+    return "str" in kinds and bool(kinds & _NUMBER_TYPES)
+
+
+def _collection_involved(groups: dict[str, str]) -> bool:
+    return bool({groups.get("left"), groups.get("right")} & _COLLECTIONS)
+
+
+_NONE_RULE = _Rule(
+    r"NoneType",
+    'a value was None, Python\'s value for "nothing", where a real value was needed.',
+    "Find where that value became None: a function without a return statement gives back None, and so "
+    "do methods that change a list in place, such as sort(), append() and reverse(). Use the list "
+    "itself after such a method, or make your function return its result.",
+)
+_MIX_MEANING = "text (a str) and a number were combined, and Python never turns one into the other by itself."
+_MIX_REMEDY = (
+    "Make the values the same kind before combining them: turn a number into text with str(), or text "
+    "that holds a number into a number with int() (whole numbers) or float()."
+)
+_OTHER_OPERANDS = _Rule(
+    r"unsupported operand type\(s\) for (?P<op>\S+?)=?: '(?P<left>[\w.]+)' and '(?P<right>[\w.]+)'",
+    "the operator {op} can't work on {a_left} and {a_right}.",
+    "Check which of the two values isn't what you expected, and where it got its value: {op} needs two "
+    "values it can combine, such as two numbers.",
+)
+
+_RULES: dict[str, tuple[_Rule, ...]] = {
+    "TypeError": (
+        _NONE_RULE,
+        _Rule(
+            r"object of type '(?P<got>[\w.]+)' has no len\(\)",
+            "len() was given {a_got}, which has no length: len() counts the items of a collection such "
+            "as a list, a string or a dict.",
+            "Give len() the collection whose items you want to count, not a single {got}.",
+            needs="sized",
+        ),
+        _Rule(
+            r"'(?P<got>[\w.]+)' object is not iterable",
+            "Python tried to go through {a_got} item by item (in a for loop, or in sum(), list(), sorted() "
+            "or unpacking), but {a_got} holds no items.",
+            "Go through the collection itself, not a single {got}.",
+            needs="iterable",
+            extra={"int": " To repeat something a number of times, go through range() of that number."},
+        ),
+        _Rule(
+            r"'(?P<got>[\w.]+)' object is not callable",
+            "round brackets after a value call it like a function, but {a_got} can't be called.",
+            "Either a name that should be a function holds {a_got} here (a variable named like a "
+            "function, such as sum, list or max, hides that function until you rename the variable and "
+            "restart the kernel), or a * is missing before a bracket: Python never multiplies without it.",
+            needs="callable",
+        ),
+        _Rule(
+            r"'(?P<got>[\w.]+)' object is not subscriptable",
+            "square brackets ask a value for one of its items, but {a_got} has no items.",
+            "Use square brackets on the list, the dict or the text itself, not on a single {got}.",
+            needs="subscriptable",
+            extra={
+                "function": " A function is called with round brackets.",
+                "method": " A method is called with round brackets.",
+                "builtin_function_or_method": " A function is called with round brackets.",
+            },
+        ),
+        _Rule(r'can only concatenate str \(not "(?P<got>[\w.]+)"\) to str', _MIX_MEANING, _MIX_REMEDY),
+        _Rule(_OTHER_OPERANDS.pattern, _MIX_MEANING, _MIX_REMEDY, when=_str_and_number),
+        _Rule(
+            r"'(?P<op>[<>]=?)' not supported between instances of '(?P<left>[\w.]+)' and '(?P<right>[\w.]+)'",
+            _MIX_MEANING,
+            _MIX_REMEDY,
+            when=_str_and_number,
+        ),
+        _Rule(
+            r"'(?P<op>[<>]=?)' not supported between instances of '(?P<left>[\w.]+)' and '(?P<right>[\w.]+)'",
+            "{op} can't compare {a_left} with {a_right}.",
+            "Compare values of the same kind: check where the unexpected one got its value.",
+        ),
+        _Rule(
+            r'can only concatenate (?P<have>list|tuple) \(not "(?P<got>[\w.]+)"\) to (?:list|tuple)',
+            "+ joins two values of the same kind, and here {a_have} met {a_got}.",
+            "To add one item to a list, use its append() method, or put the item in a list of its own "
+            "before joining the two.",
+        ),
+        _Rule(
+            _OTHER_OPERANDS.pattern,
+            _OTHER_OPERANDS.meaning,
+            _OTHER_OPERANDS.remedy
+            + " To compute with the items of a collection, go through them (or total them with sum()).",
+            when=_collection_involved,
+        ),
+        _OTHER_OPERANDS,
+        _Rule(
+            r"(?P<fn>[\w.<>]+)\(\) (?:takes|missing|got an unexpected keyword|got multiple values)",
+            "the call to {fn}() passes a different number of arguments (or different names) than the "
+            "definition of {fn}() takes.",
+            "Compare the call with the def line of {fn}(): count the arguments it expects and check their "
+            "names.",
+        ),
+        _Rule(
+            r"can't multiply sequence by non-int of type '(?P<got>[\w.]+)'",
+            "a list or a text was multiplied by {a_got}, and repeating a sequence needs a whole number.",
+            "If the value is a number written as text, turn it into a number first with float() or int(); "
+            "to compute with the items of a list, go through them; to repeat a list or a text, multiply "
+            "it by a whole number.",
+        ),
+        _Rule(
+            r"'(?P<got>[\w.]+)' object cannot be interpreted as an integer",
+            "range() and positions need a whole number (an int), and they got {a_got}.",
+            "Turn the value into a whole number with int() first.",
+            extra={"float": " Dividing with // also gives a whole number."},
+        ),
+        _Rule(
+            r"unhashable type: '(?P<got>[\w.]+)'",
+            "dictionary keys and set members must be values that never change (numbers, text, tuples), "
+            "and {a_got} can change.",
+            "Use a value that can't change as the key: a tuple instead of a list, for example, or the "
+            "text or number that identifies the item.",
+        ),
+        _Rule(
+            r"(?P<have>string|list|tuple) indices must be integers",
+            "positions in a {have} are whole numbers, and the position given was not one.",
+            "Use a whole-number position (int() converts text that holds one); a name in square brackets "
+            "works only on a dict, so check whether the value is the dict you expected.",
+        ),
+        _Rule(
+            r"sequence item \d+: expected str instance, (?P<got>[\w.]+) found",
+            "join() only joins text, and one of the items was {a_got}.",
+            "Turn every item into text before joining them (str() does that for one item).",
+        ),
+    ),
+    "ValueError": (
+        _Rule(
+            r"(?:too many|not enough) values to unpack",
+            "unpacking gives each name on the left of = one value from the right, and the numbers "
+            "don't match.",
+            "Make the number of names on the left match the number of items on the right: print the value "
+            "you unpack to count its items.",
+        ),
+        _Rule(
+            r"invalid literal for int\(\)|could not convert string to float",
+            "the text given to be turned into a number doesn't hold a number Python can read.",
+            "Check the text before you convert it (print it to see what it holds): int() reads whole "
+            "numbers only (text like '3.5' is read by float instead), and spaces or commas must go first.",
+        ),
+        _Rule(
+            r"math domain error",
+            "a math function got a value outside the ones it accepts, such as the square root or the "
+            "logarithm of a negative number.",
+            "Check the value before the call: where can it become negative (or zero)?",
+        ),
+    ),
+    "IndexError": (
+        _Rule(
+            r"empty",
+            "an item was taken from a list (or a collection) that was empty at that moment.",
+            "Check that the list gets its items before this line, or handle the empty case first.",
+        ),
+    ),
+    "AttributeError": (
+        _NONE_RULE,
+        _Rule(
+            r"module '(?P<module>[\w.]+)' has no attribute '(?P<attr>\w+)'",
+            "the module {module} has nothing called {attr}.",
+            "Check the name in the module's documentation, capital letters included.",
+        ),
+        _Rule(
+            r"'(?P<got>[\w.]+)' object has no attribute '(?P<attr>\w+)'",
+            "{a_got} was asked for {attr}, which a {got} doesn't have.",
+            "Use a method {a_got} really has (names are case-sensitive); if the value isn't the type you "
+            "expected, look at where it got its value.",
+        ),
+    ),
+}
+
+#: What an operation needs of a value: the attribute that shows it, and the words for it.
+_NEEDS = {
+    "sized": ("__len__", "a collection"),
+    "iterable": ("__iter__", "a collection"),
+    "subscriptable": ("__getitem__", "a collection"),
+    "callable": ("__call__", "a function"),
+}
+#: Calls that go through their argument item by item.
+_ITERATING_CALLS = frozenset(
+    {"sum", "list", "sorted", "set", "tuple", "enumerate", "zip", "max", "min", "any", "all"}
+)
+
+
+class _Fields(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def _rule_for(kind: str, message: str) -> tuple[_Rule, _Fields] | None:
+    """The first rule of ``kind`` whose pattern matches the message (and whose ``when`` holds)."""
+    for rule in _RULES.get(kind, ()):
+        match = re.search(rule.pattern, message)
+        if match is None:
+            continue
+        groups = {k: v for k, v in match.groupdict().items() if v}
+        if rule.when is not None and not rule.when(groups):
+            continue
+        fields = _Fields(groups)
+        fields.update({f"a_{k}": _a(v) for k, v in groups.items()})
+        return rule, fields
+    return None
+
+
+def _meaning(kind: str, message: str) -> str:
+    found = _rule_for(kind, message)
+    if found is None:
+        return _MEANINGS.get(kind, _GENERIC_MEANING)
+    rule, fields = found
+    return rule.meaning.format_map(fields)
+
+
+def _remedy(kind: str, message: str) -> str:
+    found = _rule_for(kind, message)
+    if found is None:
+        return _NEARLY.get(kind, _GENERIC_NEARLY)
+    rule, fields = found
+    return rule.remedy.format_map(fields) + rule.extra.get(fields["got"], "")
 
 
 def _a(word: str) -> str:
@@ -1414,9 +1659,286 @@ def _close_suggestion(task: RepairTask) -> str:
     return ""
 
 
-def tutor_text(task: RepairTask, *, mode: str, level: int = 1) -> str:
+# ---- facts the hint is grounded in: the offline tier's verified candidates, the cell's own loops,
+# and the names in scope
+
+
+def _failing_node(line: str) -> ast.AST | None:
+    """The failing line parsed on its own (a compound header gets a body to parse)."""
+    text = line.strip()
+    for source in (text, text + "\n    pass"):
+        tree = _parse(source)
+        if tree is not None and tree.body:
+            return tree.body[0]
+    return None
+
+
+def _positions(node: ast.AST, needs: str) -> list[ast.expr]:
+    """The expressions of ``node`` in the place that needs ``needs`` (``len(HERE)``, ...)."""
+    found: list[ast.expr] = []
+    for sub in ast.walk(node):
+        if needs == "sized" and isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+            if sub.func.id == "len":
+                found.extend(sub.args[:1])
+        elif needs == "iterable":
+            if isinstance(sub, (ast.For, ast.comprehension)):
+                found.append(sub.iter)
+            elif (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Name)
+                and sub.func.id in _ITERATING_CALLS
+            ):
+                found.extend(sub.args)
+        elif needs == "callable" and isinstance(sub, ast.Call):
+            found.append(sub.func)
+        elif needs == "subscriptable" and isinstance(sub, ast.Subscript):
+            found.append(sub.value)
+    return found
+
+
+def _short_type(type_name: str) -> str:
+    return type_name.split(".")[-1].split()[0] if type_name.strip() else ""
+
+
+def _culprits(task: RepairTask, needs: str, got: str) -> list[tuple[str, str]]:
+    """(name, its value as captured) for the names in the needing place whose value is a ``got``."""
+    failure = task.failures[0]
+    node = _failing_node(failure.line)
+    if node is None:
+        return []
+    values = {v.name: v for v in failure.values}
+    found = []
+    for expr in _positions(node, needs):
+        if isinstance(expr, ast.Name) and expr.id in values:
+            value = values[expr.id]
+            if _short_type(value.type_name) == got:
+                found.append((expr.id, value.text.strip().splitlines()[0][:80]))
+    return list(dict.fromkeys(found))
+
+
+def _loop_over(tree: ast.Module, name: str) -> tuple[str, int] | None:
+    """The collection a loop of the cell goes over with ``name`` as its variable, and its line."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name):
+            if node.target.id == name:
+                return ast.unparse(node.iter), node.lineno
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for generator in node.generators:
+                if isinstance(generator.target, ast.Name) and generator.target.id == name:
+                    return ast.unparse(generator.iter), node.lineno
+    return None
+
+
+def _collections_in(tree: ast.Module) -> set[str]:
+    """Names the cell itself shows to be collections: looped over, or given a list/dict/... value."""
+    displays = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.SetComp, ast.DictComp)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and isinstance(node.iter, ast.Name):
+            found.add(node.iter.id)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, displays):
+            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return found
+
+
+def _scope_at(tree: ast.Module, lineno: int | None) -> set[str]:
+    """Names bound where line ``lineno`` of the cell runs: its functions' and the cell's own."""
+    names = set(_offline._bound_names(tree))
+    if lineno is None:
+        return names
+    for node in ast.walk(tree):
+        inside = isinstance(node, ast.stmt) and node.lineno < lineno <= (node.end_lineno or node.lineno)
+        if inside and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names |= _offline._bound_names(node)
+    return names
+
+
+def _close_in_scope(task: RepairTask, tree: ast.Module, name: str, needs: str) -> str | None:
+    """A name in scope close to ``name`` (as the offline tier judges closeness) whose value is
+    known to be what the operation needs: only then is it worth pointing at."""
+    failure = task.failures[0]
+    lineno = failure.lineno if failure.where == task.label else None
+    scope = _scope_at(tree, lineno)
+    pool = sorted(scope | {k for k in task.namespace if isinstance(k, str) and not k.startswith("_")})
+    close = _offline._close_matches(name, pool)
+    if not close:  # a short name: one keystroke away, and the only one (as the tier does in functions)
+        near = [n for n in scope if n != name and len(n) >= 2 and _offline._distance(name, n, 1) == 1]
+        close = near if len(near) == 1 else []
+    attribute, _ = _NEEDS[needs]
+    statically = _collections_in(tree) if needs != "callable" else set()
+    for candidate in close:
+        if candidate in task.namespace and candidate not in scope:
+            if hasattr(type(task.namespace[candidate]), attribute):
+                return candidate
+        elif candidate in statically:
+            return candidate
+    return None
+
+
+def _type_facts(task: RepairTask) -> str:
+    """For an operation that got the wrong kind of value: which name holds it, what that name
+    is (a loop's variable, a function's name hidden by a value), and a close name that fits."""
+    failure = task.failures[0]
+    found = _rule_for(_kind_of(failure.error_type), failure.message)
+    tree = _parse(task.code)
+    if found is None or not found[0].needs or not found[1]["got"] or tree is None:
+        return ""
+    rule, fields = found
+    facts = []
+    for name, value in _culprits(task, rule.needs, fields["got"])[:2]:
+        loop = _loop_over(tree, name)
+        if loop is not None:
+            facts.append(
+                f"`{name}` is the loop variable of the loop over `{loop[0]}` on line {loop[1]}: it holds "
+                f"one item at a time (here, {value})."
+            )
+        if rule.needs == "callable" and hasattr(builtins, name):
+            facts.append(
+                f"`{name}` is the name of a Python function, and a value given to `{name}` hides it."
+            )
+        close = _close_in_scope(task, tree, name, rule.needs)
+        if close is not None:
+            facts.append(f"A name in scope close to `{name}` that is {_NEEDS[rule.needs][1]}: `{close}`.")
+    return " " + " ".join(facts) if facts else ""
+
+
+_TOKEN = re.compile(r"\w+|'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|\S")
+_CONVERSIONS = {"str": "text", "int": "a whole number", "float": "a number"}
+_CLOSE_WORDS = {
+    "NameError": "A name that exists and is close to `{old}`: `{new}`.",
+    "UnboundLocalError": "A name that exists and is close to `{old}`: `{new}`.",
+    "AttributeError": "An attribute that exists and is close to `{old}`: `{new}`.",
+    "KeyError": "The closest key that exists is {new}.",
+    "ModuleNotFoundError": "A module that exists and is close to `{old}`: `{new}`.",
+    "ImportError": "A name that exists and is close to `{old}`: `{new}`.",
+}
+
+
+def _described(text: str, failure: Failure) -> str:
+    """How a value reads in a hint: "text (a str)", "a number", or its captured type."""
+    types = {v.name: _short_type(v.type_name) for v in failure.values}
+    kind = types.get(text) or ("str" if text[:1] in "'\"" else "int" if text.isdigit() else "")
+    if kind == "str":
+        return "text (a str)"
+    if kind in _NUMBER_TYPES:
+        return "a number"
+    return _a(kind) if kind else "a value of another kind"
+
+
+def _unwrapped(code: str, fixed: str) -> tuple[str, str] | None:
+    """(function, expression) when ``fixed`` is ``code`` with one ``str(...)``/``int(...)``/
+    ``float(...)`` put around an expression."""
+    for function in _CONVERSIONS:
+        for match in re.finditer(rf"\b{function}\(", fixed):
+            depth, end = 1, match.end()
+            while end < len(fixed) and depth:
+                depth += {"(": 1, ")": -1}.get(fixed[end], 0)
+                end += 1
+            inner = fixed[match.end() : end - 1]
+            if depth == 0 and fixed[: match.start()] + inner + fixed[end:] == code:
+                return function, inner
+    return None
+
+
+def _substituted(code: str, fixed: str) -> tuple[str, str] | None:
+    """(old, new) when ``fixed`` is ``code`` with one token replaced by another (everywhere)."""
+    old, new = _TOKEN.findall(code), _TOKEN.findall(fixed)
+    ops = [
+        op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"
+    ]
+    pairs = {(" ".join(old[i1:i2]), " ".join(new[j1:j2])) for _, i1, i2, j1, j2 in ops}
+    single = all(tag == "replace" and i2 - i1 == j2 - j1 == 1 for tag, i1, i2, j1, j2 in ops)
+    return next(iter(pairs)) if ops and single and len(pairs) == 1 else None
+
+
+def _literal(token: str) -> str:
+    """A string literal as Python shows it ('price', whatever quotes the cell used)."""
+    if token[:1] not in "'\"":
+        return token
+    try:
+        return repr(ast.literal_eval(token))
+    except (ValueError, SyntaxError):
+        return token
+
+
+def _fix_fact(code: str, fixed: str, failure: Failure) -> str:
+    """The offline tier's candidate in words: a close name it substitutes, a conversion it wraps
+    around a value, or an import it adds. '' for any other kind of edit."""
+    substituted = _substituted(code, fixed)
+    if substituted is not None:
+        words = _CLOSE_WORDS.get(_kind_of(failure.error_type), "`{old}` looks like a slip for `{new}`.")
+        return words.format(old=_literal(substituted[0]), new=_literal(substituted[1]))
+    wrapped = _unwrapped(code, fixed)
+    if wrapped is not None:
+        function, inner = wrapped
+        return (
+            f"`{inner}` is {_described(inner, failure)} here: {function}() turns it into "
+            f"{_CONVERSIONS[function]}."
+        )
+    added = [line.strip() for line in fixed.split("\n") if line.strip() and line.strip() not in code]
+    if len(added) == 1 and re.match(r"(?:import|from)\s", added[0]):
+        return f"The module {added[0].split()[1]} provides the missing name, and nothing has imported it yet."
+    return ""
+
+
+def _tier_fact(
+    task: RepairTask, runner: TrialRunner | None, timeout_s: float, policy: TrialPolicy | None
+) -> str:
+    """What the offline tier (the same quick fixes the fix mode tries first) knows about this
+    failure, in words. With a ``runner``, only a candidate whose trial passes counts, so the hint
+    never points at a change that does not work; without one, the tier's first candidate."""
+    failure = task.failures[0]
+    context = RepairContext(code=task.code, failure=failure, namespace=task.namespace)
+    try:
+        fixes, _ = _offline.propose_fixes(context)
+    except Exception:  # a hint never fails because of the quick-fix tier
+        return ""
+    for fix in fixes[:3]:
+        if runner is not None and not _passes(fix.code, task, runner, timeout_s, policy):
+            continue
+        fact = _fix_fact(task.code, fix.code, failure)
+        if fact or runner is None:
+            return fact
+    return ""
+
+
+def _passes(
+    code: str, task: RepairTask, runner: TrialRunner, timeout_s: float, policy: TrialPolicy | None
+) -> bool:
+    spec = TrialSpec(
+        code=code, checks=tuple(task.checks), timeout_s=timeout_s, policy=policy or TrialPolicy()
+    )
+    try:
+        return runner.run(spec).status == "passed"
+    except Exception:  # a runner that raises has decided nothing
+        return False
+
+
+def _facts(
+    task: RepairTask, runner: TrialRunner | None, timeout_s: float = 10.0, policy: TrialPolicy | None = None
+) -> str:
+    """The grounded part of hint 3: the tier's verified candidate, else what the cell and its
+    values show about the wrong-typed value, else a close name, attribute or key."""
+    tier = _tier_fact(task, runner, timeout_s, policy)
+    if tier:
+        return " " + tier
+    return _type_facts(task) or _close_suggestion(task)
+
+
+def tutor_text(
+    task: RepairTask,
+    *,
+    mode: str,
+    level: int = 1,
+    runner: TrialRunner | None = None,
+    timeout_s: float = 10.0,
+    policy: TrialPolicy | None = None,
+) -> str:
     """nbrefine's own explanation (``mode="explain"``) or hint at ``level`` 1 to 3, built from
-    the captured failure without a model. Plain words; never code."""
+    the captured failure without a model. Plain words; never code. The meaning and the remedy
+    are those of the error message seen (``_RULES``), never another error's; hint 3 is grounded
+    in what the offline tier finds (with ``runner``, only a candidate that passes its trial),
+    the cell's loops and the names in scope (``_facts``)."""
     if not task.failures:
         return "The cell ran, but nbrefine could not see what went wrong, so it has no hint for it."
     failure = task.failures[0]
@@ -1425,7 +1947,7 @@ def tutor_text(task: RepairTask, *, mode: str, level: int = 1) -> str:
     detail = failure.message.strip().splitlines()[0][:200] if failure.message.strip() else ""
     said = f" The message was: {detail}." if detail else ""
     if mode == "explain":
-        meaning = _MEANINGS.get(kind, _GENERIC_MEANING)
+        meaning = _meaning(kind, failure.message)
         return (
             f"Python stopped at {where} with {_a(failure.error_type)}. This means {meaning}"
             f"{said}{_assertion_text(task)}{_values_text(task)}"
@@ -1437,7 +1959,7 @@ def tutor_text(task: RepairTask, *, mode: str, level: int = 1) -> str:
             f"At {where}, Python raised {_a(failure.error_type)}.{said}{_assertion_text(task)}"
             f"{_values_text(task)} {_upper_first(_NUDGES.get(kind, _GENERIC_NUDGE))}"
         )
-    return f"{_NEARLY.get(kind, _GENERIC_NEARLY)}{_close_suggestion(task)}"
+    return f"{_remedy(kind, failure.message)}{_facts(task, runner, timeout_s, policy)}"
 
 
 class OfflineTutor:
@@ -1449,8 +1971,18 @@ class OfflineTutor:
     name = "offline-tutor"
     model = "offline-tutor"
 
-    def reply(self, task: RepairTask, *, mode: str, level: int) -> ProviderReply:
-        return ProviderReply(tutor_text(task, mode=mode, level=level), self.model, stop_reason="end_turn")
+    def reply(
+        self,
+        task: RepairTask,
+        *,
+        mode: str,
+        level: int,
+        runner: TrialRunner | None = None,
+        timeout_s: float = 10.0,
+        policy: TrialPolicy | None = None,
+    ) -> ProviderReply:
+        text = tutor_text(task, mode=mode, level=level, runner=runner, timeout_s=timeout_s, policy=policy)
+        return ProviderReply(text, self.model, stop_reason="end_turn")
 
     def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
         context = request.context
@@ -1575,9 +2107,10 @@ def teach(
             raise KeyboardInterrupt
 
     tutor = OfflineTutor()
+    grounding: dict[str, Any] = {"runner": runner, "timeout_s": timeout_s, "policy": trial_policy}
     try:
         if isinstance(provider, OfflineTutor):
-            reply = provider.reply(task, mode=mode, level=level)
+            reply = provider.reply(task, mode=mode, level=level, **grounding)
         else:
             reply = provider.complete(request, check_stop)
     except ProviderError as err:
@@ -1593,7 +2126,7 @@ def teach(
     emit("guard_done", {"withheld": guarded.withheld, "checked": guarded.checked, "trials": guarded.trials})
     shown = guarded.text.strip()
     if len(_prose_left(shown)) < 40:
-        own = tutor.reply(task, mode=mode, level=level).text
+        own = tutor.reply(task, mode=mode, level=level, **grounding).text
         what = "explanation" if mode == "explain" else "hint"
         shown = f"{shown}\n\nHere is nbrefine's own {what} instead: {own}" if shown else own
     hints_used = ledger.record(key, shown)

@@ -391,6 +391,109 @@ def test_offline_tutor_explains_and_hints_without_code():
     assert "totl" in tutor_text(task, mode="hint", level=3)
 
 
+# The offline tutor's remedies must fit the error seen. Each remedy family has words only it uses;
+# a hint may use a family's words only where that family applies to the error.
+_REMEDIES = {
+    "convert": ("str()", "int()", "float()", "convert"),
+    "import": ("import",),
+    "install": ("%pip",),
+    "spelling": ("spelling", "spelled", "capital letters"),
+    "arguments": ("arguments",),
+    "none": ("None",),
+    "positions": ("length minus 1",),
+}
+LOOP_MEAN = (
+    "def mean(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / len(x)\n\n"
+    "m = mean([1, 2, 3])"
+)
+_HINT_CASES = [
+    # (code, namespace, words hint 3 must have, remedy families that fit the error)
+    (LOOP_MEAN, None, ("len()", "loop variable", "`xs`", "collection"), ()),
+    ("age = '3'\nnext_year = age + 1", None, ("int()",), ("convert",)),
+    ("price = '3.5'\nok = price < 4", None, ("float()",), ("convert",)),
+    ("count = 5\nfor i in count:\n    print(i)", None, ("range(",), ()),
+    ("sum = 0\nfor v in [1, 2]:\n    sum += v\ntotal = sum([3, 4])", None, ("`sum`", "hides"), ()),
+    ("n = 5\nfirst = n[0]", None, ("square brackets",), ()),
+    ("def area(w, h):\n    return w * h\n\nsize = area(3)", None, ("area()", "def line"), ("arguments",)),
+    ("xs = [3, 1, 2]\nys = xs.sort()\nlowest = ys[0]", None, ("None", "sort()"), ("none",)),
+    ("tags = ['a', 'b']\ncounts = {tags: 1}", None, ("tuple",), ()),
+    ("a, b = [1, 2, 3]", None, ("names on the left",), ()),
+    ("n = int('abc')", None, ("int()",), ("convert",)),
+    ("todo = []\nnext_task = todo.pop()", None, ("empty",), ()),
+    ("totl = 3\nprint(total)", None, ("totl",), ("spelling", "import")),
+    ("xs = [1]\nxs.push(2)", None, ("list",), ("spelling",)),
+    ("r = print('x')\nr.upper()", None, ("None",), ("none",)),
+    ("xs = []\nm = sum(xs) / len(xs)", None, ("empty",), ()),
+    ("import nosuchmodule_nbrefine", None, ("%pip",), ("install", "spelling", "import")),
+]
+
+
+_HINT_IDS = [
+    "len-of-loop-item",
+    "str-plus-int",
+    "str-less-than-int",
+    "int-not-iterable",
+    "builtin-shadowed-not-callable",
+    "int-not-subscriptable",
+    "missing-argument",
+    "none-from-sort",
+    "unhashable-list",
+    "too-many-to-unpack",
+    "invalid-int-literal",
+    "pop-from-empty",
+    "name-typo",
+    "no-such-method",
+    "none-attribute",
+    "divide-by-empty",
+    "no-such-module",
+]
+
+
+@pytest.mark.parametrize(("code", "namespace", "wanted", "fits"), _HINT_CASES, ids=_HINT_IDS)
+def test_offline_hints_suggest_only_remedies_that_fit_the_error(code, namespace, wanted, fits):
+    task, runner = failing(code, namespace)
+    nearly = tutor_text(task, mode="hint", level=3)
+    explained = tutor_text(task, mode="explain")
+    for word in wanted:
+        assert word in nearly, (word, nearly)
+    for family, words in _REMEDIES.items():
+        if family not in fits:
+            for text in (nearly, explained):
+                assert not any(w in text for w in words), (family, text)
+    assert guard_reply(nearly, task, runner, timeout_s=5).withheld == 0, nearly  # no code in it
+
+
+def test_the_len_hint_is_grounded_in_the_loop_and_the_close_name_in_scope():
+    task, _ = failing(LOOP_MEAN)
+    nearly = tutor_text(task, mode="hint", level=3)
+    assert "str()" not in nearly and "int()" not in nearly  # it is no str/int mix-up
+    assert "`x` is the loop variable of the loop over `xs`" in nearly and "int 3" in nearly
+    assert "A name in scope close to `x` that is a collection: `xs`." in nearly
+    explained = tutor_text(task, mode="explain")
+    assert "len()" in explained and "text added to a number" not in explained
+
+
+def test_an_offline_tier_fact_is_used_only_when_its_trial_gets_past_the_error():
+    # The offline tier's first candidate turns age into a number; the check wants text.
+    code = "age = '3'\nlabel = 1 + age\nassert label == '13'"
+    task, runner = failing(code)
+    unverified = tutor_text(task, mode="hint", level=3)
+    verified = tutor_text(task, mode="hint", level=3, runner=runner)
+    assert "`age` is text (a str) here: int() turns it into a whole number." in unverified
+    assert "`1` is a number here: str() turns it into text." in verified
+    assert "`age` is text" not in verified
+    result = teach(
+        task,
+        OfflineTutor(),
+        runner,
+        Redactor(environ={}),
+        TeachingPolicy(mode="hint"),
+        ledger=HintLedger(),
+        key="k",
+    )
+    assert result.status == "hint" and result.withheld == 0
+
+
 def test_a_reply_that_is_all_code_gets_nbrefines_own_hint_instead():
     task, runner = failing(MEAN)
     provider = ScriptedProvider([block(MEAN_FIXED)])
