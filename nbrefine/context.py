@@ -1778,10 +1778,14 @@ class Redactor:
 
     Secrets are (1) values of environment variables and any ``extra_secret_values``,
     found anywhere in text; (2) strings shaped like real credentials (API keys, tokens,
-    JWTs, PEM private keys, ``Bearer …``, passwords in URLs, long random tokens);
-    (3) literals given to credential-like names in code, dict literals and shell/env
-    magics. Each is replaced by a marker starting with :data:`REDACTED`; :attr:`hits`
-    counts what was replaced, by kind, never by value.
+    JWTs, PEM private keys, ``Bearer …``, passwords in URLs, AWS secret keys near AWS
+    context, long random tokens); (3) literals given to credentials in code, read from its
+    structure by :meth:`redact_code` or from text by patterns; (4) values of the
+    namespace's credentials (:meth:`learn_namespace`). The rule: once a value is known to
+    be secret it is remembered (:meth:`remember`) and redacted wherever it appears, also
+    spread out (separators removed, case folded) and, for random-looking values, in part.
+    Each is replaced by a marker starting with :data:`REDACTED`; :attr:`hits` counts what
+    was replaced, by kind, never by value. One redactor serves one refine session.
     """
 
     def __init__(
