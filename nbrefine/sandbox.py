@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 from ._errors import SandboxError
 from .capture import Failure, capture_failure
 from .context import Redactor, summarize_value
-from .limits import PolicyRefusal, TrialPolicy, harden
+from .limits import PolicyRefusal, Prepared, TrialPolicy, harden, prepare
 
 __all__ = [
     "SandboxOptions",
@@ -449,10 +449,11 @@ def _exec_statement(node: ast.stmt, filename: str, namespace: dict[str, Any], is
     """Run one top-level statement; return the value of a last bare expression."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     if is_last and isinstance(node, ast.Expr):
-        code = compile(ast.Expression(node.value), filename, "eval", flags=flags)
+        code = compile(ast.Expression(node.value), filename, "eval", flags=flags, dont_inherit=True)
         value = eval(code, namespace)
     else:
-        code = compile(ast.Module(body=[node], type_ignores=[]), filename, "exec", flags=flags)
+        module = ast.Module(body=[node], type_ignores=[])
+        code = compile(module, filename, "exec", flags=flags, dont_inherit=True)
         value = eval(code, namespace)
         if not inspect.iscoroutine(value):
             return None
@@ -479,7 +480,7 @@ def run_checks(
         filename = f"<{label}>"
         _register_source(filename, check)
         try:
-            exec(compile(check, filename, "exec"), namespace)
+            exec(compile(check, filename, "exec", dont_inherit=True), namespace)
         except Exception as err:
             failures.append(
                 capture_failure(
@@ -620,7 +621,8 @@ def _suspect_asserts(
             if isinstance(operand, ast.Constant):
                 continue
             try:
-                value = eval(compile(ast.Expression(operand), filename, "eval"), namespace)
+                expression = compile(ast.Expression(operand), filename, "eval", dont_inherit=True)
+                value = eval(expression, namespace)
             except Exception:
                 continue
             name = _defined_in(value, filename)
@@ -667,6 +669,7 @@ def _trial_child(
     options: SandboxOptions,
     scratch: str,
     token: bytes,
+    prepared: Prepared | None = None,
 ) -> None:
     _enter_child()
     capture = open(os.path.join(scratch, ".trial-output"), "w+b")  # noqa: SIM115 - lives until os._exit
@@ -706,6 +709,7 @@ def _trial_child(
                 keep_fds={write_fd, capture.fileno()},
                 hidden_paths=options.hidden_paths,
                 is_secret_env=redactor.is_secret_env,
+                prepared=prepared,
             )
         )
         hidden = _hide_nbrefine()
@@ -756,8 +760,10 @@ def _snapshot_main(
     """The snapshot process: wait for trial specs, run each in a fresh fork of itself."""
     _enter_child()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are the kernel's to handle
-    gc.freeze()  # keep the collector from touching (and so copying) every inherited page
     options.child_setup()
+    # What every trial's hardening needs and can be found once (~10 ms of each trial's start).
+    prepared = prepare(options.hidden_paths) if options.harden else None
+    gc.freeze()  # keep the collector from touching (and so copying) every inherited page
     while True:
         try:
             spec = _read_msg(cmd_fd, None, trusted=True)  # from the kernel
@@ -775,6 +781,7 @@ def _snapshot_main(
                 options=options,
                 scratch=scratch,
                 token=token,
+                prepared=prepared,
             )
             pid, read_fd = _fork(trial)
             _write_msg(res_fd, ("started", pid))

@@ -159,3 +159,10 @@ def test_a_trial_that_times_out_reports_how_long_it_ran(snapshot):
     outcome = snapshot.run(TrialSpec("while True:\n    pass", timeout_s=0.5))
     assert outcome.status == "timeout"
     assert outcome.duration_s >= 0.5, outcome
+
+
+def test_candidates_are_compiled_without_nbrefines_future_imports(snapshot):
+    """sandbox.py has `from __future__ import annotations`; a candidate must not inherit it:
+    an annotation naming an undefined type raises in a kernel, so it must raise in a trial."""
+    outcome = snapshot.run(TrialSpec("rows: Undefined = [1]"))
+    assert outcome.status == "failed" and outcome.error_type == "NameError", outcome.render()
