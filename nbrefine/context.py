@@ -1806,6 +1806,8 @@ class Redactor:
         self._learned: int | None = None  # id of the namespace last learned from
         self._looked_into: set[int] = set()  # ids of namespace values already looked into
         self._lines: dict[str, str] = {}  # lines of code that held a secret -> as redacted
+        # The markers this redactor makes: only these are passed over when redacting again.
+        self._own = {_marker(label) for label in (_LABEL_CREDENTIAL, _LABEL_SHAPE, _LABEL_KNOWN)}
         # Secret-looking names first so a value shared by several variables is labelled by the
         # most telling one.
         for name in sorted(env, key=lambda k: (not self.is_secret_name(k), k)):
@@ -1823,6 +1825,7 @@ class Redactor:
         return state
 
     def _add(self, value: str, label: str) -> None:
+        self._own.add(_marker(label))
         known = len(self._labels) + len(self._norm)
         for form in _literal_forms(value):
             self._labels.setdefault(form, label)
@@ -2018,15 +2021,24 @@ class Redactor:
     def _mark(label: str) -> str:
         return _marker(label)
 
-    @staticmethod
-    def _outside_markers(fn: Callable[[str], str], text: str) -> str:
-        """``fn`` applied to the parts of ``text`` that are not redaction markers."""
+    def _outside_markers(self, fn: Callable[[str], str], text: str) -> str:
+        """``fn`` applied to the parts of ``text`` that are not this redactor's markers.
+
+        Only markers it makes count: a candidate printing ``<redacted:{secret}>`` does not
+        get its secret treated as a marker and passed over."""
         if REDACTED not in text:
             return fn(text)
-        parts = _MARKER_RE.split(text)
-        for i in range(0, len(parts), 2):
-            parts[i] = fn(parts[i])
-        return "".join(parts)
+        out: list[str] = []
+        plain: list[str] = []
+        for i, part in enumerate(_MARKER_RE.split(text)):
+            if i % 2 and part in self._own:
+                out.append(fn("".join(plain)))
+                out.append(part)
+                plain = []
+            else:
+                plain.append(part)
+        out.append(fn("".join(plain)))
+        return "".join(out)
 
     def _replace_values(self, text: str) -> str:
         """Every known secret value replaced, leftmost first and longest first where they overlap.
@@ -2092,8 +2104,15 @@ class Redactor:
         low = text.lower()
         if len(low) != len(text):
             low = text
-        if REDACTED in low:
-            low = _MARKER_RE.sub(lambda m: " " * len(m.group(0)), low)
+        if REDACTED in text:
+            pieces: list[str] = []
+            pos = 0
+            for m in _MARKER_RE.finditer(text):
+                if m.group(0) in self._own:
+                    pieces += [low[pos : m.start()], " " * (m.end() - m.start())]
+                    pos = m.end()
+            pieces.append(low[pos:])
+            low = "".join(pieces)
         return low
 
     def _replace_normalised(self, text: str) -> str:

@@ -440,3 +440,17 @@ def test_a_short_positional_secret_is_hidden_in_the_failing_line_and_traceback_t
     request = build_request(_task(code=code, failures=(failure,)), [], Redactor(environ={}))
     assert '"pw"' not in request.user, request.user
     assert 'connect("db", 5432, "bob", "<redacted:credential name>")' in request.user
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        f"<redacted:{SECRET}>",
+        f"<redacted:env {SECRET.replace('-', '_')}>",
+        f"<redacted:known secret>{SECRET}<redacted:{' '.join(SECRET)}>",
+    ],
+)
+def test_a_secret_dressed_as_a_marker_is_still_redacted(wrapped: str) -> None:
+    redactor = Redactor(ENV)
+    out = redactor.redact_text(f"stdout: {wrapped}")
+    assert not leaks(SECRET, out), out
