@@ -526,7 +526,15 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
 
 @functools.cache
 def _fingerprint_source() -> str:
-    return inspect.getsource(_nbrefine_fingerprints)
+    """The source of :func:`_nbrefine_fingerprints` without its annotations: a trial compiles
+    code without this module's ``from __future__ import annotations``, where ``Any`` is unbound."""
+    tree = ast.parse(inspect.getsource(_nbrefine_fingerprints))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, ast.FunctionDef):
+            node.returns = None
+    return ast.unparse(tree) + "\n"
 
 
 def fingerprint_spec(
