@@ -218,3 +218,48 @@ def test_the_notebook_button_in_a_teaching_mode_asks_for_a_hint(shell, monkeypat
     session = nbrefine.last_session()
     assert session.status == "hint" and session.fixed_code is None
     assert "Hint 1 of 2" in capsys.readouterr().out
+
+
+def frontend_line(meta: object) -> str:
+    """The line the JupyterLab extension executes silently when a notebook with metadata opens."""
+    import json
+
+    text = json.dumps(json.dumps(meta))  # a JSON string literal is a Python one (what the extension sends)
+    return f'__import__("nbrefine.frontend", fromlist=["_"]).open_notebook({text}, get_ipython())'
+
+
+def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_runs(shell, capsys):
+    from nbrefine.teaching import TeachingPolicy, kernel_gate
+
+    shell.run_line_magic("unload_ext", "nbrefine")  # a fresh kernel: nothing of nbrefine loaded
+    names = set(shell.user_ns)
+    result = shell.run_cell(
+        frontend_line({"mode": "hint", "max_hints": 2, "lock": True}), store_history=False, silent=True
+    )
+    assert result.success, result.error_in_exec
+    assert kernel_gate().policy == TeachingPolicy("hint", 2, locked=True)
+    assert set(shell.user_ns) == names  # nothing bound in the student's namespace
+    shell.run_line_magic("config", "Refine.provider = 'offline'")
+    capsys.readouterr()
+    shell.run_cell("answer = fourty_two")
+    assert "nbrefine: type %refine hint to get a hint for this error" in capsys.readouterr().out
+    shell.run_line_magic("refine", "hint")
+    assert "Hint 1 of 2" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="instructor"):
+        shell.run_cell_magic("refine", "--mode fix", "x = 1")
+    shell.run_line_magic("load_ext", "nbrefine")  # the notebook's own setup cell, after it: quiet
+    assert capsys.readouterr().out == ""
+    # After a restart the extension sends the line again; a bad object is one line, nothing applied.
+    bad = shell.run_cell(frontend_line({"mode": "hint", "max_hint": 2}), store_history=False, silent=True)
+    assert isinstance(bad.error_in_exec, ValueError) and "unknown key 'max_hint'" in str(bad.error_in_exec)
+    assert kernel_gate().policy == TeachingPolicy("hint", 2, locked=True)
+
+
+def test_a_fix_mode_notebook_policy_turns_nothing_on(shell):
+    from nbrefine.teaching import kernel_gate
+
+    shell.run_line_magic("config", "Refine.auto = 'on'")
+    result = shell.run_cell(frontend_line({"mode": "fix"}), store_history=False, silent=True)
+    assert result.success and kernel_gate().policy.mode == "fix"
+    settings = next(c for c in shell.configurables if type(c).__name__ == "Refine")
+    assert settings.auto == "on"  # left as the user set it

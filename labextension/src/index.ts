@@ -13,6 +13,16 @@
  *     -> {request_id, ok: false, reason: "the cell was edited since it ran; nothing was changed"}
  *   {action: "ping", request_id?} -> {request_id?, ok: true, version}
  *   anything else                 -> {request_id?, ok: false, reason: "unknown action"}
+ *
+ * The teaching policy: when a notebook whose metadata has an `nbrefine` object (an
+ * instructor's policy, e.g. {"mode": "hint", "max_hints": 3, "lock": true}) is open and its
+ * kernel is idle, the extension executes one line in that kernel, silently (no output, no
+ * execution count, no history), and again after each restart or kernel change:
+ *
+ *   __import__("nbrefine.frontend", fromlist=["_"]).open_notebook('<the object as JSON>', get_ipython())
+ *
+ * An execute request, not a comm: nothing of nbrefine is loaded in a fresh kernel to receive
+ * one, and the comm protocol above stays as it was.
  */
 import {
   JupyterFrontEnd,
@@ -22,6 +32,9 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { ICellModel } from '@jupyterlab/cells';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject, JSONValue } from '@lumino/coreutils';
+
+/** The notebook metadata key of an instructor's teaching policy. */
+export const POLICY_KEY = 'nbrefine';
 
 /** The comm target name the kernel opens comms to. */
 export const COMM_TARGET = 'nbrefine';
@@ -164,6 +177,84 @@ export function answer(
   return { ok: true };
 }
 
+/**
+ * The Python line that applies a notebook's policy in its kernel (`nbrefine/frontend.py`).
+ * The JSON text goes in as a string literal: a JSON string literal is also a Python one.
+ */
+export function policyCode(policy: JSONValue): string {
+  const text = JSON.stringify(JSON.stringify(policy));
+  return `__import__("nbrefine.frontend", fromlist=["_"]).open_notebook(${text}, get_ipython())`;
+}
+
+/** Apply the notebook's metadata policy in the kernel, silently; say in the console how it went. */
+async function applyPolicy(
+  panel: NotebookPanel,
+  kernel: Kernel.IKernelConnection
+): Promise<void> {
+  const policy = panel.content.model?.getMetadata(POLICY_KEY) as
+    | JSONValue
+    | undefined;
+  if (policy === undefined || kernel.isDisposed) {
+    return;
+  }
+  const info = await kernel.info;
+  if (info.language_info?.name !== 'python') {
+    return;
+  }
+  const future = kernel.requestExecute({
+    code: policyCode(policy),
+    silent: true,
+    store_history: false,
+    allow_stdin: false,
+    stop_on_error: false
+  });
+  const reply = (await future.done).content;
+  const path = panel.context.path;
+  if (reply.status === 'ok') {
+    console.log(`nbrefine: applied the teaching policy of ${path}`);
+  } else if (reply.status === 'error') {
+    console.warn(
+      `nbrefine: the teaching policy of ${path} was not applied: ${reply.ename}: ${reply.evalue}`
+    );
+  }
+}
+
+/**
+ * Apply the policy once per kernel process: when the notebook is loaded and the kernel first
+ * idle, and again after each restart (a new process, which forgot it). The connection stays
+ * the same across restarts, so this watches its status.
+ */
+function watchPolicy(
+  panel: NotebookPanel,
+  kernel: Kernel.IKernelConnection
+): void {
+  let pending = true;
+  const maybeApply = (): void => {
+    if (!pending || kernel.isDisposed || panel.isDisposed) {
+      return;
+    }
+    if (!panel.context.isReady || kernel.connectionStatus !== 'connected') {
+      return;
+    }
+    if (kernel.status !== 'idle') {
+      return;
+    }
+    pending = false;
+    applyPolicy(panel, kernel).catch(err =>
+      console.warn('nbrefine: could not apply the teaching policy', err)
+    );
+  };
+  kernel.statusChanged.connect((_, status) => {
+    if (status === 'restarting' || status === 'autorestarting') {
+      pending = true;
+    }
+    maybeApply();
+  });
+  kernel.connectionStatusChanged.connect(maybeApply);
+  void panel.context.ready.then(maybeApply).catch(() => undefined);
+  maybeApply();
+}
+
 function onCommOpen(
   tracker: INotebookTracker,
   panel: NotebookPanel,
@@ -202,7 +293,8 @@ function onCommOpen(
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description:
-    "Writes nbrefine's accepted fixes into the notebook cell that failed (comm target 'nbrefine').",
+    "Writes nbrefine's accepted fixes into the notebook cell that failed (comm target 'nbrefine'), " +
+    "and applies a notebook's metadata teaching policy in its kernel.",
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
@@ -221,6 +313,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         kernel.registerCommTarget(COMM_TARGET, (comm, msg) =>
           onCommOpen(tracker, panel, kernel, comm, msg)
         );
+        watchPolicy(panel, kernel);
       };
       context.kernelChanged.connect(register);
       context.sessionChanged.connect(register);
