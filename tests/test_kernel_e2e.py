@@ -341,7 +341,8 @@ def test_planted_secrets_never_reach_the_model(kernel: Kernel, fake: FakeAnthrop
         "conn = connect(settings)"
     )
     leaky = (
-        'print("using", api_key, build_label, creds, os.environ["MY_SERVICE_TOKEN"])\n'
+        # the env value is absent in a trial (the sandbox strips secret env values): .get()
+        'print("using", api_key, build_label, creds, os.environ.get("MY_SERVICE_TOKEN"))\n'
         "settings = dict(creds, token=build_label, key=api_key)\n"
         "conn = connect(settings)"
     )
