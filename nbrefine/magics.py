@@ -452,6 +452,7 @@ class RefineMagics(Magics):
         shell = self.ip
 
         def cut_off_from_the_kernel() -> None:
+            forget_kernel_secrets()
             # In a forked child the kernel's sockets belong to the parent: make every message
             # send a no-op, and turn rich display into plain text on the trial's stdout.
             kernel = getattr(shell, "kernel", None)
@@ -459,7 +460,6 @@ class RefineMagics(Magics):
             if session is not None:
                 session.send = lambda *args, **kwargs: None
             publisher = getattr(shell, "display_pub", None)
-            forget_kernel_secrets()
             if publisher is not None:
                 publisher.publish = lambda data, *args, **kwargs: print(data.get("text/plain", ""))
 

@@ -78,11 +78,15 @@ def fake() -> Iterator[FakeAnthropic]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def module_kernel(fake: FakeAnthropic) -> Iterator[RealKernel]:
+@pytest.fixture(scope="module", params=["tcp", "ipc"])
+def module_kernel(
+    request: pytest.FixtureRequest, fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RealKernel]:
+    """A kernel on each transport ipykernel offers, like the rest of the adversarial suite."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
     env.update(ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY="sk-adv-verify-dummy")
-    kernel = RealKernel(env)
+    env["NBREFINE_TEST_IPC_DIR"] = str(tmp_path_factory.mktemp("ipc"))
+    kernel = RealKernel(env, transport=request.param)
     yield kernel
     kernel.shutdown()
 
