@@ -473,7 +473,7 @@ def test_the_len_hint_is_grounded_in_the_loop_and_the_close_name_in_scope():
     assert "len()" in explained and "text added to a number" not in explained
 
 
-def test_an_offline_tier_fact_is_used_only_when_its_trial_gets_past_the_error():
+def test_an_offline_tier_fact_is_used_only_when_its_trial_passes():
     # The offline tier's first candidate turns age into a number; the check wants text.
     code = "age = '3'\nlabel = 1 + age\nassert label == '13'"
     task, runner = failing(code)
