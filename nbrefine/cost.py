@@ -18,6 +18,11 @@ __all__ = ["PRICES", "Usage", "add_to_kernel", "kernel_usage", "price_of", "usag
 Price = tuple[float, float, float, float]
 
 PRICES: dict[str, Price] = {
+    # The default model (providers/anthropic.py); Anthropic's model page lists $2 in, $10 out,
+    # $2.50 for a 5-minute cache write and $0.20 for a cache read per million tokens
+    # (platform.claude.com/docs/en/models/sonnet-5-5/overview), the same as Sonnet 5.
+    "claude-sonnet-5-5": (2.0, 10.0, 2.50, 0.20),
+    "claude-sonnet-5": (2.0, 10.0, 2.50, 0.20),
     "claude-opus-4-5": (5.0, 25.0, 6.25, 0.50),
     "claude-sonnet-4-5": (3.0, 15.0, 3.75, 0.30),
     "claude-haiku-4-5": (1.0, 5.0, 1.25, 0.10),
@@ -63,7 +68,9 @@ class Usage:
         )
 
     def describe(self) -> str:
-        cost = "cost unknown (set Refine.prices)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        cost = f"${self.cost_usd:.4f}" if self.cost_usd else "no charge"
+        if self.cost_usd is None:
+            cost = "cost unknown (Refine.prices has no price for this model)"
         cached = f", {self.cache_read_tokens:,} read from cache" if self.cache_read_tokens else ""
         sent = self.input_tokens + self.cache_write_tokens
         return f"{sent:,} in{cached}, {self.output_tokens:,} out, {cost}"

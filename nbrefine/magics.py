@@ -867,21 +867,21 @@ def _partial_run_note(code: str, statements_done: int) -> str:
 
 
 def _stop_message(session: RefineSession) -> str:
-    """The one line that ends a failed %%refine cell (and stops "Run All" there)."""
+    """The one line that ends a failed %%refine cell (and stops "Run All" there). It does not
+    repeat the error (the traceback and the panel say it) and stays true while the panel moves
+    on: it points at the panel rather than at a state that is about to change."""
+    stopped = "nbrefine: this cell failed, so Run All stopped here"
     if session.status == "hint":
-        return "nbrefine: the cell failed; see the help above (%refine hint asks for more)"
+        return f"{stopped}; see the help above (%refine hint asks for more)"
     if session.status == "running":
-        return "nbrefine: the cell failed; the nbrefine panel above shows the repair as it runs"
+        return f"{stopped}; the repair is in the panel above"
     if session.status == "fixed":
-        return "nbrefine: the cell failed; a fix passed its trial run: Accept it above, or %refine accept"
-    if session.status == "budget":
-        return f"nbrefine: the cell failed; {session.message}"
+        return f"{stopped}; a verified fix is ready above (Accept, or %refine accept)"
     if session.status == "changes_checks":
-        return (
-            "nbrefine: the cell failed; no verified fix, only a proposal that changes the checks "
-            "(see above; %refine accept --anyway applies it)"
-        )
-    return f"nbrefine: the cell failed and was not fixed ({session.status}): {session.message}"
+        return f"{stopped}; no verified fix, only a proposal that changes the checks (see above)"
+    if session.status == "error":
+        return f"{stopped}; nbrefine could not get a fix: {session.message}"
+    return f"{stopped}; {session.headline().removeprefix('nbrefine: ')}"
 
 
 def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
@@ -896,6 +896,7 @@ class _Progress:
         self.session, self.run = session, run
         self.failed_at = failed_at
         self.started = failed_at
+        self.shown = 0  # attempt numbers as the user sees them: provider errors are not attempts
 
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
         now = time.perf_counter()
@@ -903,15 +904,17 @@ class _Progress:
         if kind == "request":
             timings.setdefault("prompt_ready_s", now - self.failed_at)
             self.started = now
-            print(
-                f"nbrefine: attempt {payload['attempt']}/{payload['of']}: asking "
-                f"{payload['provider']} ({payload['model']}) …",
-                flush=True,
-            )
+            offset = len(self.session.attempts) - len(self.session.tries)  # earlier provider errors
+            self.shown = payload["attempt"] - offset
+            model = payload["model"]
+            asking = "trying the offline quick fixes" if model == "quick-fixes" else f"asking {model}"
+            print(f"nbrefine: attempt {self.shown} of {payload['of'] - offset}: {asking} …", flush=True)
         elif kind == "trial_start":
             timings.setdefault("reply_s", []).append(now - self.started)
             self.started = now
         elif kind == "trial_done":
             timings.setdefault("trial_s", []).append(now - self.started)
             timings.setdefault("trial_start_s", []).append(payload["start_latency_s"])
-            print(f"nbrefine:   trial of attempt {payload['attempt']}: {payload['summary']}", flush=True)
+            summary = str(payload["summary"]).replace(" at candidate line ", " at line ")
+            verdict = "passed its trial run" if payload["status"] == "passed" else summary
+            print(f"nbrefine:   attempt {self.shown}: {verdict}", flush=True)

@@ -426,57 +426,93 @@ class RefineSession:
 
     # ------------------------------------------------------------------ text view
 
+    @property
+    def tries(self) -> list[Attempt]:
+        """The attempts that proposed something: a provider error (a 401, a timeout) asked
+        nothing of the model, so it is not counted as an attempt anywhere it is shown."""
+        return [attempt for attempt in self.attempts if not provider_failed(attempt)]
+
     def attempt_lines(self) -> list[str]:
-        lines = []
-        for attempt in self.attempts:
-            outcome = "passed" if attempt.ok else attempt.summary()
-            lines.append(f"attempt {attempt.number}: {outcome} ({attempt.duration_s:.2f} s)")
-        return lines
+        """One line per attempt, numbered as shown to the user (provider errors left out)."""
+        return [
+            f"{attempt_mark(a)} attempt {number}: {attempt_outcome(a)} ({a.duration_s:.2f} s)"
+            for number, a in enumerate(self.tries, start=1)
+        ]
 
     def headline(self) -> str:
-        cap = self.timings.get("max_attempts", len(self.attempts))
-        count = len(self.attempts)
-        text = {
-            "fixed": f"fixed at attempt {count} of {cap}",
-            "unfixed": f"no fix after {count} attempt(s) of {cap}",
-            "no_error": "the cell ran without error",
-            "error": "could not finish",
-            "interrupted": "interrupted",
-            "running": "running",
-            "hint": self.teaching.step.header() if self.teaching else "hint",
-            "budget": "stopped by the budget",
-            "changes_checks": "not verified: the only proposal changes the checks",
-        }.get(self.status, self.status)
-        return f"nbrefine: {text}" + (f" — {self.message}" if self.message and self.status != "fixed" else "")
+        """What the session amounts to, in one line, decision first ("verified fix ready")."""
+        tries = count_tries(len(self.tries))
+        pending = self.decision == "pending"
+        if self.status == "fixed":
+            text = (
+                f"verified fix ready — it passed a trial run ({tries})"
+                if pending
+                else f"fixed — {tries}"
+                if self.decision == "accepted"
+                else "fix rejected — nothing was changed"
+            )
+        elif self.status == "changes_checks":
+            text = (
+                "no verified fix — the only proposal changes the checks"
+                if pending
+                else "applied anyway — not verified"
+                if self.decision == "accepted"
+                else "proposal rejected — nothing was changed"
+            )
+        else:
+            text = {
+                "unfixed": f"no fix found ({tries})",
+                "no_error": "the cell ran without error",
+                "error": "could not get a fix",
+                "interrupted": f"stopped ({tries})",
+                "running": "looking for a fix",
+                "hint": self.teaching.step.header() if self.teaching else "hint",
+                "budget": "stopped by the budget",
+            }.get(self.status, self.status)
+        quiet = self.status in ("fixed", "changes_checks", "interrupted", "hint", "running")
+        return f"nbrefine: {text}" + (f" — {self.message}" if self.message and not quiet else "")
 
     def render_text(self, *, color: bool = False) -> str:
+        """The terminal's (and the notebook file's plain-text) view: the decision first, then the
+        diff and how to act on it, then the details (attempts, explanation, usage)."""
         bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
         parts = [bold(self.headline())]
         if self.failure is not None:
-            parts.append("original failure: " + self.failure.one_line())
+            parts.append("the cell failed with " + describe_failure(self.failure))
         if self.status == "hint" and self.teaching is not None:
             parts.append(self.teaching.render())
             return "\n".join(parts)
-        parts.extend("  " + line for line in self.attempt_lines())
-        if self.explanation:
-            parts.append("explanation: " + self.explanation)
-        if self.usage.tokens:
-            parts.append("usage: " + self.usage.describe())
         if self.fixed_code is not None:
             parts.append(self.diff(color=color))
-            if self.decision == "pending" and not self.verified:
-                parts.append(
-                    "Not verified, so not applied: %refine accept --anyway runs it in the kernel all "
-                    "the same, or %refine reject."
-                )
-            elif self.decision == "pending":
-                parts.append("Run %refine accept to apply it in the kernel, or %refine reject.")
-        if self.accept_refused and self.decision == "pending":
-            parts.append(f"Accept did not apply it: {self.accept_refused}.")
+            parts.extend(self._next_step())
+        lines = self.attempt_lines()
+        if lines:
+            parts.append("attempts:")
+            parts.extend("  " + line for line in lines)
+        if self.explanation:
+            parts.append("why: " + self.explanation)
+        if self.usage.tokens:
+            parts.append("tokens: " + self.usage.describe())
+        return "\n".join(parts)
+
+    def _next_step(self) -> list[str]:
+        """How to act on the fix (or what was done with it), for the text view."""
         if self.decision != "pending":
             anyway = " (anyway: not verified)" if self.accepted_anyway else ""
-            parts.append(f"decision: {self.decision}{anyway}")
-        return "\n".join(parts)
+            return [f"decision: {self.decision}{anyway}"]
+        lines = []
+        if self.accept_refused:
+            lines.append(f"Accept did not apply it: {self.accept_refused}.")
+        if not self.verified:
+            lines.append(
+                f"This proposal is not verified: it changes the checks ({self.unverified_reason}). "
+                "%refine accept --anyway runs it in the kernel all the same, or %refine reject."
+            )
+        elif self.accept_refused:
+            lines.append("%refine accept --anyway runs it all the same, or %refine reject.")
+        else:
+            lines.append("Run %refine accept to apply it in the kernel, or %refine reject.")
+        return lines
 
     def __repr__(self) -> str:
         return (
@@ -497,3 +533,47 @@ def _color_diff_line(line: str) -> str:
     if line.startswith("@@"):
         return f"{_CYAN}{line}{_RESET}"
     return line
+
+
+def provider_failed(attempt: Attempt) -> bool:
+    """The model could not be asked (no key, a 401, a timeout): nothing was proposed or tried."""
+    return attempt.reply is None and attempt.note.startswith("provider error")
+
+
+def count_tries(count: int) -> str:
+    return "1 try" if count == 1 else f"{count} tries"
+
+
+def attempt_mark(attempt: Attempt) -> str:
+    return "✔" if attempt.ok else "⚠" if attempt.changes_checks else "✘"
+
+
+def describe_failure(failure: Failure) -> str:
+    """A failure in the user's words: "KeyError at line 2: 'Price'" (the prompt's labels, such
+    as "candidate line 1", are for the model)."""
+    place = ""
+    if failure.where.startswith("check"):
+        place = f" in {failure.where}"
+    elif failure.lineno:
+        place = f" at line {failure.lineno}"
+    detail = failure.one_line().partition(": ")[2] if ": " in failure.one_line() else ""
+    return f"{failure.error_type}{place}" + (f": {detail}" if detail else "")
+
+
+def attempt_outcome(attempt: Attempt) -> str:
+    """What one attempt's trial run did, in a few words."""
+    outcome = attempt.outcome
+    if outcome is None:
+        return attempt.note or "no candidate"
+    if outcome.ok:
+        text = "passed its trial run"
+        if attempt.changes_checks:
+            text = f"passed, but changes the checks: {attempt.changes_checks}"
+    elif outcome.first_failure is not None:
+        text = describe_failure(outcome.first_failure)
+        more = len(outcome.check_failures) - 1
+        if more > 0:
+            text += f" (and {more} more failed check{'s' if more > 1 else ''})"
+    else:
+        text = f"{outcome.status.replace('_', ' ')}" + (f": {outcome.detail}" if outcome.detail else "")
+    return text + (f" [{attempt.note}]" if attempt.note else "")

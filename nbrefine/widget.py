@@ -1,20 +1,25 @@
-"""The review panel: core ipywidgets only, so it renders in JupyterLab, Notebook 7 and VS Code.
+"""The review panel: core ipywidgets and a theme-aware stylesheet, so it renders in JupyterLab,
+Notebook 7 and VS Code without JavaScript of its own.
 
-It shows the loop live (attempt N of M, characters streamed, the trial under way, a Stop
-button), then the diff (unified or side by side, highlighted), each attempt with its outcome
-and its diff against the previous one, the model's explanation and the tokens used, and
-Accept / Reject / Try again. Accept runs the fix in the kernel and writes it into the cell
-through the JupyterLab extension; where no extension answers, the code is shown to copy.
-A fix that is not verified where it would run (a proposal that changes the checks, or a fix that
-fails from the live state) is labelled so, and only the second button, "Apply anyway", runs it.
+The decision comes first: one line saying where things stand (the error named once) and the
+buttons there is a decision for, then the diff, then the details folded (why, every attempt with
+its diff against the one before, where it failed, tokens and cost). While the loop runs, one
+counter, a ticking timer, each attempt as it finishes and a Stop button, nothing else. Accept
+runs the fix in the kernel and writes it into the cell through the JupyterLab extension; where
+no extension answers, the code is shown to copy. A fix that is not verified where it would run
+(a proposal that changes the checks, or a fix that fails from the live state) is labelled so, and
+only the second button, "Apply anyway", runs it. Teaching modes keep every hint shown so far.
 """
 
 from __future__ import annotations
 
 import difflib
 import html
+import re
 import threading
 import time
+import weakref
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,59 +27,202 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from . import __version__
-from .session import RefineSession, SessionStateError, UnverifiedFixError
+from ._panel_css import STYLE
+from .capture import Failure
+from .loop import Attempt
+from .session import (
+    RefineSession,
+    SessionStateError,
+    UnverifiedFixError,
+    attempt_mark,
+    attempt_outcome,
+    count_tries,
+    describe_failure,
+    provider_failed,
+)
+from .teaching import TeachingResult
 from .writeback import WriteResult, write_cell
 
-__all__ = ["ReviewPanel", "diff_html", "side_by_side_html"]
+__all__ = ["ReviewPanel", "diff_html", "markdown_html", "side_by_side_html"]
 
-_ADDED, _REMOVED = "background:#dafbe1", "background:#ffebe9"
-_PRE = "font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.4;margin:0"
+_TICK_S = 0.5  # how often the timer of a running panel repaints
+
+
+# ---------------------------------------------------------------------------------- rendering
 
 
 def _highlight(line: str) -> str:
-    """One line of Python as inline-styled HTML (pygments ships with IPython)."""
+    """One line of Python as HTML with pygments' token classes (the stylesheet colours them with
+    the editor theme's variables); plain escaped text where pygments is missing."""
     try:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
     except ImportError:
         return html.escape(line)
-    out: str = highlight(line, PythonLexer(), HtmlFormatter(noclasses=True, nowrap=True, style="default"))
+    out: str = highlight(line, PythonLexer(), HtmlFormatter(nowrap=True))
     return out.rstrip("\n")
 
 
-def diff_html(old: str, new: str) -> str:
-    """Unified diff, highlighted, added and removed lines shaded."""
-    rows = []
-    for line in difflib.unified_diff(old.splitlines(), new.splitlines(), "original", "proposed", lineterm=""):
-        if line.startswith(("+++", "---")):
-            rows.append(f'<div style="font-weight:bold">{html.escape(line)}</div>')
-        elif line.startswith("@@"):
-            rows.append(f'<div style="color:#0550ae">{html.escape(line)}</div>')
-        else:
-            style = {"+": _ADDED, "-": _REMOVED}.get(line[:1], "")
-            rows.append(
-                f'<div style="{style}">{html.escape(line[:1]) or " "}{_highlight(line[1:]) or " "}</div>'
-            )
-    return f'<pre style="{_PRE}">{"".join(rows)}</pre>' if rows else "<i>no change</i>"
+def _row(sign: str, line: str | None, kind: str = "") -> str:
+    if line is None:  # the other side of a side-by-side change: keeps the rows aligned
+        return '<div class="nbr-line nbr-blank"><span class="nbr-sign"></span><code></code></div>'
+    cls = f"nbr-line {kind}".strip()
+    label = {"nbr-add": "added", "nbr-del": "removed"}.get(kind, "")
+    aria = f' aria-label="{label}"' if label else ""
+    return (
+        f'<div class="{cls}"><span class="nbr-sign"{aria}>{sign}</span><code>{_highlight(line)}</code></div>'
+    )
 
 
-def side_by_side_html(old: str, new: str) -> str:
-    """Two columns, original on the left, the proposal on the right."""
+def diff_html(old: str, new: str, labels: tuple[str, str] = ("your cell", "the fix")) -> str:
+    """A unified diff in words ("your cell → the fix", "⋯ line 12"), highlighted, with added and
+    removed lines tinted and marked (+ / −) for readers who do not see the colours."""
+    rows: list[str] = []
     a, b = old.splitlines(), new.splitlines()
-    rows = []
+    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(3):
+        first = group[0]
+        if first[1] > 0 or first[3] > 0 or rows:
+            gap = f"line {first[3] + 1}"
+            rows.append(
+                f'<div class="nbr-line nbr-gap"><span class="nbr-sign">⋯</span><code>{gap}</code></div>'
+            )
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows.extend(_row(" ", line) for line in a[i1:i2])
+                continue
+            rows.extend(_row("−", line, "nbr-del") for line in a[i1:i2])
+            rows.extend(_row("+", line, "nbr-add") for line in b[j1:j2])
+    if not rows:
+        return '<div class="nbr-note">no change</div>'
+    head = f'<div class="nbr-label">{html.escape(labels[0])} → {html.escape(labels[1])}</div>'
+    return f'{head}<div class="nbr-code" tabindex="0">{"".join(rows)}</div>'
+
+
+def side_by_side_html(old: str, new: str, labels: tuple[str, str] = ("your cell", "the fix")) -> str:
+    """Two columns, each scrolling sideways on its own; stacked when the panel is narrow."""
+    a, b = old.splitlines(), new.splitlines()
+    left, right = [], []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
         for k in range(max(i2 - i1, j2 - j1)):
-            left = a[i1 + k] if i1 + k < i2 else None
-            right = b[j1 + k] if j1 + k < j2 else None
-            lstyle = _REMOVED if tag != "equal" and left is not None else ""
-            rstyle = _ADDED if tag != "equal" and right is not None else ""
-            rows.append(
-                f'<tr><td style="{lstyle};width:50%">{_highlight(left) if left is not None else ""}</td>'
-                f'<td style="{rstyle};width:50%">{_highlight(right) if right is not None else ""}</td></tr>'
-            )
-    head = "<tr><th style='text-align:left'>original</th><th style='text-align:left'>proposed</th></tr>"
-    return f'<table style="{_PRE};border-collapse:collapse;width:100%">{head}{"".join(rows)}</table>'
+            old_line = a[i1 + k] if i1 + k < i2 else None
+            new_line = b[j1 + k] if j1 + k < j2 else None
+            changed = tag != "equal"
+            left.append(_row("−" if changed else " ", old_line, "nbr-del" if changed else ""))
+            right.append(_row("+" if changed else " ", new_line, "nbr-add" if changed else ""))
+    columns = (
+        f'<div><div class="nbr-label">{html.escape(label)}</div>'
+        f'<div class="nbr-code" tabindex="0">{"".join(rows)}</div></div>'
+        for label, rows in zip(labels, (left, right), strict=True)
+    )
+    return f'<div class="nbr-sbs">{"".join(columns)}</div>'
+
+
+_INLINE = [
+    (re.compile(r"`([^`\n]+)`"), r"<code>\1</code>"),
+    (re.compile(r"\*\*([^*\n]+)\*\*"), r"<b>\1</b>"),
+    (re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])"), r"<i>\1</i>"),
+]
+
+
+def _inline(text: str) -> str:
+    """Inline Markdown on escaped text: code spans first, so nothing inside them is touched."""
+    parts = re.split(r"(`[^`\n]+`)", html.escape(text, quote=False))
+    out = []
+    for part in parts:
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(f"<code>{part[1:-1]}</code>")
+            continue
+        for pattern, replacement in _INLINE[1:]:
+            part = pattern.sub(replacement, part)
+        out.append(part)
+    return "".join(out)
+
+
+def markdown_html(text: str) -> str:
+    """The small Markdown models write in explanations (paragraphs, lists, code spans and fenced
+    code, bold, italics) as HTML; everything else stays text, escaped."""
+    blocks: list[str] = []
+    lines = text.strip().splitlines()
+    index = 0
+    paragraph: list[str] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            blocks.append(f"<p>{_inline(' '.join(paragraph))}</p>")
+            paragraph.clear()
+        if items:
+            blocks.append("<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + "</ul>")
+            items.clear()
+
+    while index < len(lines):
+        line = lines[index]
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            flush()
+            code = []
+            index += 1
+            while index < len(lines) and not lines[index].strip().startswith("```"):
+                code.append(lines[index])
+                index += 1
+            blocks.append('<div class="nbr-code">' + "".join(_row(" ", c) for c in code) + "</div>")
+        elif re.match(r"^([-*]|\d+[.)])\s+", stripped):
+            if paragraph:
+                flush()
+            items.append(re.sub(r"^([-*]|\d+[.)])\s+", "", stripped))
+        elif not stripped:
+            flush()
+        else:
+            if items:
+                flush()
+            paragraph.append(stripped)
+        index += 1
+    flush()
+    return f'<div class="nbr-md">{"".join(blocks)}</div>'
+
+
+def _frames_html(failure: Failure) -> str:
+    """Where it failed: the user's own frames, and how many library frames were folded."""
+    own = [frame for frame in failure.frames if frame.in_code or not frame.label.startswith("/")]
+    items = []
+    for frame in own or failure.frames[:1]:
+        where = "your cell" if frame.label in ("cell", "candidate") else frame.label
+        func = f", in {html.escape(frame.function)}" if frame.function not in ("<module>", "") else ""
+        code = f" <code>{html.escape(frame.line.strip())}</code>" if frame.line.strip() else ""
+        items.append(f"<li>{html.escape(where)}, line {frame.lineno}{func}:{code}</li>")
+    if failure.lineno and not items:
+        items.append(f"<li>line {failure.lineno}: <code>{html.escape(failure.line.strip())}</code></li>")
+    return f'<ul class="nbr-frames">{"".join(items)}</ul>' if items else ""
+
+
+def _tries(attempts: Iterable[Attempt]) -> list[Attempt]:
+    return [attempt for attempt in attempts if not provider_failed(attempt)]
+
+
+def _summary_html(icon: str, title: str, sub: str) -> str:
+    """The panel's first line (its icon is decoration: the words say it all) and the line under it."""
+    head = f'<div class="nbr-summary"><span class="nbr-icon" aria-hidden="true">{icon}</span>{title}</div>'
+    return head + (f'<div class="nbr-sub">{sub}</div>' if sub else "")
+
+
+def _fold(summary: str, body: str, cls: str = "", open_: bool = False) -> str:
+    attrs = (f' class="{cls}"' if cls else "") + (" open" if open_ else "")
+    return f'<details{attrs}><summary>{summary}</summary><div class="nbr-body">{body}</div></details>'
+
+
+#: Every hint a session has shown, oldest first: a second panel on the same session (``%refine
+#: hint``) shows them all too. Weak: the list goes with its session.
+_HINTS: weakref.WeakKeyDictionary[RefineSession, list[TeachingResult]] = weakref.WeakKeyDictionary()
+
+
+def _button(description: str, cls: str, tooltip: str = "", icon: str = "") -> widgets.Button:
+    button = widgets.Button(description=description, tooltip=tooltip or description, icon=icon)
+    button.add_class(cls)
+    return button
+
+
+# ---------------------------------------------------------------------------------- the panel
 
 
 class ReviewPanel:
@@ -82,28 +230,28 @@ class ReviewPanel:
 
     def __init__(self, session: RefineSession) -> None:
         self.session = session
-        self.header = widgets.HTML()
+        self.style = widgets.HTML(STYLE)
+        self.summary = widgets.HTML()
+        self.stop_button = _button("Stop", "nbr-plain", "stop the search for a fix", "stop")
         self.progress = widgets.HTML()
-        self.stop_button = widgets.Button(description="Stop", button_style="warning", icon="stop")
-        self.explanation = widgets.HTML()
-        self.view = widgets.ToggleButtons(options=["unified", "side by side"], value="unified")
-        self.diff = widgets.HTML()
-        self.history = widgets.Accordion()
-        self.accept_button = widgets.Button(description="Accept", button_style="success", icon="check")
-        self.anyway_button = widgets.Button(
-            description="Apply anyway",
-            button_style="danger",
-            icon="exclamation-triangle",
-            tooltip="run this fix in the kernel although it is not verified there",
-            layout={"display": "none"},
-        )
+        self.progress.add_class("nbr-progress")
         self.verdict = widgets.HTML()
-        self.reject_button = widgets.Button(description="Reject", icon="times")
-        self.retry_button = widgets.Button(description="Try again", icon="refresh")
-        self.note = widgets.Text(placeholder="optional note for the next attempts", layout={"width": "40%"})
-        self.more_button = widgets.Button(description="Another hint", icon="lightbulb-o")
+        self.accept_button = _button(
+            "Accept", "nbr-primary", "run the fix in the kernel and write it into the cell", "check"
+        )
+        self.anyway_button = _button(
+            "Apply anyway", "nbr-caution", "run this fix in the kernel although it is not verified there"
+        )
+        self.reject_button = _button("Reject", "nbr-plain", "discard the fix; nothing changes")
+        self.retry_button = _button("Try again", "nbr-plain", "ask again (with an optional note)", "refresh")
+        self.note = widgets.Text(placeholder="optional note for the next try")
+        self.more_button = _button("Another hint", "nbr-primary", "ask for the next hint", "lightbulb-o")
         self.status = widgets.HTML()
         self.copy_box = widgets.Textarea(layout={"width": "100%", "display": "none"})
+        self.view = widgets.ToggleButtons(options=["unified", "side by side"], value="unified")
+        self.diff = widgets.HTML()
+        self.hints = widgets.HTML()
+        self.details = widgets.HTML()
         self.output = widgets.Output()
         self.stop_button.on_click(lambda _b: self.session.stop())
         self.accept_button.on_click(self._on_accept)
@@ -112,38 +260,55 @@ class ReviewPanel:
         self.retry_button.on_click(self._on_retry)
         self.more_button.on_click(self._on_more_help)
         self.view.observe(lambda _change: self._render_diff(), names="value")
+        self.head = widgets.HBox([self.summary, self.stop_button])
+        self.head.add_class("nbr-head")
         self.decision_row = widgets.HBox(
-            [self.accept_button, self.anyway_button, self.reject_button, self.retry_button, self.note]
+            [
+                self.accept_button,
+                self.anyway_button,
+                self.reject_button,
+                self.retry_button,
+                self.note,
+                self.more_button,
+            ]
         )
+        self.decision_row.add_class("nbr-actions")
         self.widget = widgets.VBox(
             [
-                self.header,
-                widgets.HBox([self.progress, self.stop_button]),
-                self.explanation,
+                self.style,
+                self.head,
+                self.progress,
                 self.verdict,
-                self.view,
-                self.diff,
-                self.history,
                 self.decision_row,
-                self.more_button,
                 self.status,
                 self.copy_box,
+                self.view,
+                self.diff,
+                self.hints,
+                self.details,
                 self.output,
             ]
         )
+        self.widget.add_class("nbr-panel")
         self._lock = threading.Lock()
+        self._what = ""  # the step under way while the loop runs
         self._streamed = 0
-        self._phase_started = time.monotonic()
+        self._started = time.monotonic()  # of the current run: the timer counts from here
         self._last_paint = 0.0
+        self._finished: list[str] = []  # attempts finished during this run, as lines
+        self._offset = 0  # earlier provider errors: not attempts, so not counted
+        self._ticker: threading.Thread | None = None
+        self._details_html = ""
         self.refresh()
 
     # ------------------------------------------------------------------ running live
 
     def start(self, *, attempts: int | None = None, note: str = "") -> None:
         """Run (more) attempts, in the background where the runner allows it; the panel follows."""
+        self._begin("Starting")
         if self.session.can_run_in_background:
             self.session.run_in_background(
-                on_event=self.on_event, on_done=self.refresh, attempts=attempts, note=note
+                on_event=self.on_event, on_done=self._done, attempts=attempts, note=note
             )
         else:  # forking the kernel itself must happen on its main thread
             self.session.status = "running"
@@ -152,149 +317,385 @@ class ReviewPanel:
                 self.session.run(on_event=self.on_event, attempts=attempts, note=note)
             except SessionStateError as err:
                 self.session.finish_without_loop("error", str(err))
+            self._done()
         self.refresh()
 
+    def _begin(self, what: str) -> None:
+        """A run starts: reset the live state and start the timer."""
+        with self._lock:
+            self._what, self._streamed, self._finished = what, 0, []
+            self._started = time.monotonic()
+            self._offset = len(self.session.attempts) - len(_tries(self.session.attempts))
+        self._start_ticker()
+
+    def _done(self) -> None:
+        self.refresh()
+
+    def _start_ticker(self) -> None:
+        """Repaint the timer every half second while the session runs (a model can be silent for
+        a long while; a frozen "0.0 s" reads as a hang)."""
+        if self._ticker is not None and self._ticker.is_alive():
+            return
+
+        def tick() -> None:
+            time.sleep(_TICK_S)
+            while self.session.running:
+                with self._lock:
+                    self._paint_progress()
+                time.sleep(_TICK_S)
+
+        self._ticker = threading.Thread(target=tick, name="nbrefine-panel-timer", daemon=True)
+        self._ticker.start()
+
     def on_event(self, kind: str, payload: dict[str, Any]) -> None:
-        """Progress from the loop (called from the loop's thread)."""
+        """Progress from the loop or the tutor (called from their thread)."""
         with self._lock:
             now = time.monotonic()
             if kind == "request":
-                self._streamed, self._phase_started = 0, now
-                self._what = f"Attempt {payload['attempt']} of {payload['of']}: asking {payload['provider']}"
-                self._model = str(payload.get("model", ""))
+                number, of = payload["attempt"] - self._offset, payload["of"] - self._offset
+                model = str(payload.get("model", ""))
+                asking = (
+                    "trying the offline quick fixes"
+                    if model == "quick-fixes"
+                    else f"asking {model or 'the model'}"
+                )
+                self._what, self._streamed = f"Attempt {number} of {of} · {asking}", 0
             elif kind == "text":
                 self._streamed += len(payload.get("text", ""))
                 if now - self._last_paint < 0.25:
                     return  # repainting on every streamed piece would flood the frontend
             elif kind == "trial_start":
-                self._phase_started = now
-                self._what = f"Attempt {payload['attempt']}: running the candidate in the sandbox"
+                self._what = f"Attempt {payload['attempt'] - self._offset} · trial run in the sandbox"
             elif kind == "trial_done":
-                self.refresh()
+                passed = payload.get("status") == "passed"
+                verdict = "passed its trial run" if passed else str(payload.get("summary", ""))
+                verdict = verdict.replace(" at candidate line ", " at line ")
+                mark = "✔" if passed else "✘"
+                self._finished.append(f"{mark} attempt {payload['attempt'] - self._offset}: {verdict}")
+            elif kind == "teaching_request":
+                self._what = f"Writing {str(payload.get('step') or 'help').lower()}"
+            elif kind == "teaching_reply":
+                self._what = "Checking that it gives nothing away"
+            else:
                 return
-            self._last_paint = now
-            received = f", {self._streamed:,} characters received" if kind in ("text", "reply") else ""
-            elapsed = now - self._phase_started
-            self.progress.value = f"{html.escape(getattr(self, '_what', ''))} … {elapsed:.1f} s{received}"
+            self._paint_progress()
+
+    def _paint_progress(self) -> None:
+        """The live line: one counter, the step, a timer that moves, the attempts done so far."""
+        if not self.session.running:
+            return
+        self._last_paint = time.monotonic()
+        elapsed = self._last_paint - self._started
+        received = f" · {self._streamed:,} characters received" if self._streamed else ""
+        line = (
+            f'<div>{html.escape(self._what)}{received} · <span class="nbr-timer">{elapsed:.1f} s</span></div>'
+        )
+        done = "".join(f"<li>{html.escape(item)}</li>" for item in self._finished)
+        self.progress.value = line + (f'<ul class="nbr-list">{done}</ul>' if done else "")
 
     # ------------------------------------------------------------------ rendering
 
     def refresh(self) -> None:
-        if self.session.status == "hint" and self.session.teaching is not None:
+        session = self.session
+        if session.teaching is not None and session.status in ("hint", "running", "error"):
             self._refresh_teaching()
             return
-        self.more_button.layout.display = "none"
-        session = self.session
         running = session.running
-        cap = session.timings.get("max_attempts", len(session.attempts))
-        if running:
-            self.header.value = f"<b>nbrefine: working — attempt {max(len(session.attempts), 1)} of {cap}</b>"
-        else:
-            self.header.value = f"<b>{html.escape(session.headline())}</b>"
-            self.progress.value = self._summary_line()
-        self.stop_button.layout.display = None if running else "none"
-        self.explanation.value = (
-            f"<div><i>{html.escape(session.explanation)}</i></div>"
-            if session.explanation and not running
-            else ""
-        )
+        pending = session.decision == "pending" and not running
         fixed = session.fixed_code is not None
+        trusted = session.verified and not session.accept_refused
+        self._set_state(running, pending and fixed)
+        self.summary.value = self._summary()
+        self.stop_button.layout.display = None if running else "none"
+        self.progress.layout.display = None if running else "none"
+        if running:
+            with self._lock:
+                self._paint_progress()
+        self.verdict.value = "" if running else self._verdict()
+        self.verdict.layout.display = None if self.verdict.value else "none"
+        can_retry = session.job is not None and pending and not fixed
+        shown = {
+            self.accept_button: pending and fixed and trusted,
+            self.anyway_button: pending and fixed and not trusted,
+            self.reject_button: pending and fixed,
+            self.retry_button: can_retry or (pending and fixed and session.job is not None),
+            self.note: can_retry or (pending and fixed and session.job is not None),
+            self.more_button: False,
+        }
+        for control, visible in shown.items():
+            control.layout.display = None if visible else "none"
+            control.disabled = not visible
+        self.retry_button.description = "Retry" if session.status == "error" else "Try again"
+        if session.status == "error":
+            self.note.layout.display = "none"
+        self.decision_row.layout.display = None if any(shown.values()) else "none"
         self.view.layout.display = None if fixed else "none"
         self._render_diff()
-        self._render_history()
-        pending = session.decision == "pending" and not running
-        trusted = session.verified and not session.accept_refused
-        self.accept_button.disabled = not (pending and fixed and trusted)
-        self.anyway_button.layout.display = None if pending and fixed and not trusted else "none"
-        self.verdict.value = "" if running else self._verdict()
-        self.reject_button.disabled = not pending
-        self.retry_button.disabled = not pending or session.job is None
-        self.note.disabled = self.retry_button.disabled
-        self.decision_row.layout.display = None if session.job is not None else "none"
+        self.hints.layout.display = "none"
+        self._render_details()
 
-    def _refresh_teaching(self) -> None:
-        """Teaching modes: the hint (already checked by the guard), the count, and "Another hint"."""
-        teaching = self.session.teaching
-        assert teaching is not None
-        self.header.value = f"<b>{html.escape(self.session.headline())}</b>"
-        self.progress.value = html.escape(teaching.counter)
-        self.stop_button.layout.display = "none"
-        self.explanation.value = f'<div style="white-space:pre-wrap">{html.escape(teaching.text)}</div>'
-        for hidden in (self.view, self.diff, self.history, self.decision_row, self.verdict):
-            hidden.layout.display = "none"
-        self.more_button.description = teaching.next_label or "Another hint"
-        self.more_button.layout.display = None if teaching.more_available else "none"
-
-    def _on_more_help(self, _button: Any = None) -> None:
-        self.more_button.disabled = True
-        try:
-            self.session.ask_for_help()
-        finally:
-            self.more_button.disabled = False
-        self.refresh()
-
-    def _summary_line(self) -> str:
+    def _set_state(self, running: bool, offered: bool) -> None:
+        """Classes the stylesheet reads: the accent colour, and "fold" (the traceback folds once
+        the panel says what it needed to say, i.e. a fix is offered or was accepted)."""
         session = self.session
-        usage = session.usage
-        parts = []
-        if session.failure is not None:
-            parts.append(f"original failure: {html.escape(session.failure.one_line())}")
-        if usage.tokens:
-            parts.append(f"tokens: {html.escape(usage.describe())}")
-        parts.extend(html.escape(note) for note in session.notes)
-        return "<br>".join(parts)
+        fixed = session.fixed_code is not None
+        state = (
+            "nbr-busy"
+            if running
+            else "nbr-ok"
+            if session.verified and not session.accept_refused and session.decision != "rejected"
+            else "nbr-warn"
+            if fixed or session.status in ("interrupted", "budget", "hint")
+            else "nbr-bad"
+            if session.status in ("unfixed", "error")
+            else ""
+        )
+        for cls in ("nbr-busy", "nbr-ok", "nbr-warn", "nbr-bad"):
+            if cls != state and cls in self.widget._dom_classes:
+                self.widget.remove_class(cls)
+        if state:
+            self.widget.add_class(state)
+        fold = offered or (fixed and session.decision == "accepted")
+        if fold:
+            self.widget.add_class("nbr-fold")
+        else:
+            self.widget.remove_class("nbr-fold")
+
+    def _failure_text(self) -> str:
+        failure = self.session.failure
+        return html.escape(describe_failure(failure)) if failure is not None else "the cell failed"
+
+    def _summary(self) -> str:
+        """The one line at the top (the only place outside the details that names the error)."""
+        session = self.session
+        tries = count_tries(len(_tries(session.attempts)))
+        failure = self._failure_text()
+        status, decision = session.status, session.decision
+        icon, title, sub = "", "", ""
+        if session.running:
+            icon, title, sub = "⟳", "Looking for a fix", f"for {failure}"
+        elif status == "fixed" and decision == "pending" and not session.accept_refused:
+            icon, title, sub = "✔", "Verified fix ready — it passed a trial run", f"Fixes {failure} · {tries}"
+        elif status == "fixed" and decision == "pending":
+            icon, title, sub = (
+                "⚠",
+                "Not applied — the fix fails from the live state",
+                f"For {failure} · {tries}",
+            )
+        elif status == "changes_checks" and decision == "pending":
+            icon, title, sub = (
+                "⚠",
+                "No verified fix — the only proposal changes the checks",
+                f"For {failure} · {tries}",
+            )
+        elif decision == "accepted":
+            anyway = " (applied anyway, not verified)" if session.accepted_anyway else ""
+            ran = "" if session.accept_ok is not False else " — it raised when run in the kernel"
+            icon, title, sub = (
+                "✔" if session.accept_ok is not False else "⚠",
+                f"Fixed by nbrefine{anyway}{ran}",
+                f"{tries} · was {failure}",
+            )
+        elif decision == "rejected":
+            icon, title, sub = "✘", "Rejected — nothing was changed", f"{failure}"
+        elif status == "error":
+            icon, title = "✘", "Could not ask the model"
+            sub = html.escape(session.message) + self._how_to_fix(session.message)
+        elif status == "unfixed":
+            icon, title, sub = (
+                "✘",
+                f"No fix found — {tries}",
+                f"{failure}" + (f" · {html.escape(session.message)}" if session.message else ""),
+            )
+        elif status == "interrupted":
+            icon, title, sub = "■", f"Stopped — {tries}", f"{failure}"
+        elif status == "budget":
+            icon, title, sub = "■", "Stopped by the budget", html.escape(session.message)
+        elif status == "no_error":
+            icon, title = "✔", "The cell ran without error"
+        else:
+            title = html.escape(session.headline().removeprefix("nbrefine: "))
+        return _summary_html(icon, html.escape(title), sub)
+
+    @staticmethod
+    def _how_to_fix(message: str) -> str:
+        """What to do about a provider error, when the message shows which one it is."""
+        if "API key" in message or "credentials" in message or "API_KEY" in message:
+            return (
+                "<br>Set the key where the kernel reads it, e.g. "
+                "<code>%env ANTHROPIC_API_KEY=sk-ant-…</code> in a cell (or choose another provider: "
+                '<code>%config Refine.provider = "offline"</code>), then Retry.'
+            )
+        return "<br>Retry when the service answers again." if message else ""
 
     def _verdict(self) -> str:
         """Why this fix is not applied by Accept, or what Accept found before it applied it."""
         session = self.session
-        style = "color:#9a6700;font-weight:bold"
         if session.fixed_code is not None and not session.verified and session.decision == "pending":
             why = html.escape(session.unverified_reason)
-            return f'<div><span style="{style}">Not verified</span>: it changes the checks ({why}).</div>'
+            return (
+                f'<div class="nbr-verdict">It passed its trial run, but it changes the checks ({why}), so it '
+                "is not verified. <b>Apply anyway</b> runs it in the kernel all the same.</div>"
+            )
         if session.accept_refused and session.decision == "pending":
             why = html.escape(session.accept_refused)
-            return f'<div><span style="{style}">Not applied</span>: {why}.</div>'
+            return (
+                f'<div class="nbr-verdict">Accept did not apply it: {why}. <b>Apply anyway</b> runs it all '
+                "the same.</div>"
+            )
         if session.live_check:
-            return f"<div><i>Before it ran: {html.escape(session.live_check)}.</i></div>"
+            return f'<div class="nbr-note">Before it ran: {html.escape(session.live_check)}.</div>'
         return ""
 
     def _render_diff(self) -> None:
         fixed = self.session.fixed_code
         if fixed is None:
             self.diff.value = ""
+            self.diff.layout.display = "none"
             return
         original = self.session.original_code.rstrip()
         render = side_by_side_html if self.view.value == "side by side" else diff_html
         self.diff.value = render(original, fixed)
+        self.diff.layout.display = None
 
-    def _render_history(self) -> None:
-        attempts = self.session.attempts
-        children, titles = [], []
-        previous = self.session.original_code.rstrip()
-        for attempt in attempts:
-            outcome = "passed" if attempt.ok else attempt.summary()  # "changes the checks: …"
-            body = f"<div>{html.escape(outcome)} ({attempt.duration_s:.2f} s)</div>"
+    def _render_details(self) -> None:
+        """Everything else, folded: why, the attempts, where it failed, the trial notes, usage.
+        Repainted only when it changes, so what the user opened stays open."""
+        session = self.session
+        parts, names = [], []
+        if session.explanation and not session.running:
+            parts.append(f'<div class="nbr-label">why</div>{markdown_html(session.explanation)}')
+            names.append("why")
+        tries = _tries(session.attempts)
+        if tries and not session.running:
+            parts.append(self._attempts_html(tries))
+            names.append(count_tries(len(tries)).replace("try", "attempt").replace("tries", "attempts"))
+        failure = session.failure
+        if failure is not None:
+            parts.append(self._where_html(failure))
+            names.append("where it failed")
+        if session.notes:
+            notes = "".join(f"<li>{html.escape(note)}</li>" for note in session.notes)
+            parts.append(
+                f'<div class="nbr-label">about the trial runs</div><ul class="nbr-list">{notes}</ul>'
+            )
+        usage = session.usage
+        if usage.tokens and not session.running:
+            model = f" ({html.escape(session.model)})" if session.model else ""
+            parts.append(
+                f'<div class="nbr-label">usage</div><div>Tokens: {html.escape(usage.describe())}{model}</div>'
+            )
+            names.append("cost")
+        value = _fold("Details: " + ", ".join(names), "".join(parts), "nbr-more") if parts else ""
+        if value != self._details_html:
+            self._details_html = value
+            self.details.value = value
+        self.details.layout.display = None if value else "none"
+
+    def _where_html(self, failure: Failure) -> str:
+        hidden = failure.library_frames_hidden
+        library = f" and {hidden} library frame{'s' if hidden != 1 else ''}" if hidden else ""
+        toggle = _fold(
+            f"The full traceback{library}",
+            '<div class="nbr-note">Shown above the panel while this is open.</div>',
+            "nbr-tb",
+        )
+        return f'<div class="nbr-label">where it failed</div>{_frames_html(failure)}{toggle}'
+
+    def _attempts_html(self, tries: list[Attempt]) -> str:
+        """Each attempt on its own fold (several can be open): its outcome once, in the title,
+        and its diff against the attempt before it, labelled so."""
+        items = []
+        previous, previous_label = self.session.original_code.rstrip(), "your cell"
+        for number, attempt in enumerate(tries, start=1):
+            outcome = f"{attempt_outcome(attempt)} ({attempt.duration_s:.2f} s)"
+            title = f"{attempt_mark(attempt)} Attempt {number}: {outcome}"
+            body = ""
+            label = f"attempt {number}"
             if attempt.code is not None:
-                body += diff_html(previous, attempt.code)
+                body += diff_html(previous, attempt.code, (previous_label, label))
                 if not attempt.regression:
-                    previous = attempt.code
+                    previous, previous_label = attempt.code, label
             if attempt.explanation:
-                body += f"<div><i>{html.escape(attempt.explanation)}</i></div>"
+                body += markdown_html(attempt.explanation)
             reasons = attempt.alternative_reasons + [""] * len(attempt.alternatives)
-            for number, (code, trial) in enumerate(attempt.alternatives, start=1):
+            for index, (code, trial) in enumerate(attempt.alternatives, start=1):
                 verdict = trial.one_line() if not trial.ok else "also passed"
-                if trial.ok and reasons[number - 1]:
-                    verdict = f"passed but changes the checks: {reasons[number - 1]}"
-                body += f"<div>alternative {number} (not chosen): {html.escape(verdict)}</div>"
-                body += diff_html(self.session.original_code.rstrip(), code)
-            children.append(widgets.HTML(body))
-            mark = "✔" if attempt.ok else "⚠" if attempt.changes_checks else "✘"
-            titles.append(f"{mark} attempt {attempt.number}: {outcome}"[:120])
-        if len(children) != len(self.history.children):
-            self.history.children = children
-            for index, title in enumerate(titles):
-                self.history.set_title(index, title)
-        self.history.layout.display = None if children else "none"
+                if trial.ok and reasons[index - 1]:
+                    verdict = f"passed but changes the checks: {reasons[index - 1]}"
+                body += f"<div>Alternative {index} (not chosen): {html.escape(verdict)}</div>"
+                body += diff_html(
+                    self.session.original_code.rstrip(), code, ("your cell", f"alternative {index}")
+                )
+            items.append(
+                _fold(html.escape(title), body or '<div class="nbr-note">no code</div>', "nbr-attempt")
+            )
+        return '<div class="nbr-label">attempts</div>' + "".join(items)
+
+    # ------------------------------------------------------------------ teaching
+
+    def _refresh_teaching(self) -> None:
+        """Teaching modes: every hint so far (already checked by the guard), the newest last, a
+        note on the last one, and the button for the next one while there is one."""
+        session, teaching = self.session, self.session.teaching
+        assert teaching is not None
+        shown = _HINTS.setdefault(session, [])
+        if (not shown or shown[-1] is not teaching) and teaching.status == "hint":
+            shown.append(teaching)
+        running = session.running
+        self._set_state(running, False)
+        noun = "Explanation" if teaching.mode == "explain" else "Hints"
+        title = f"{noun} for {self._failure_text()}"
+        if session.status == "error":
+            title = "Could not get a hint"
+        error = session.status == "error"
+        sub = html.escape(session.message) + self._how_to_fix(session.message) if error else ""
+        self.summary.value = _summary_html("💡", title, sub)
+        self.stop_button.layout.display = "none"
+        self.progress.layout.display = None if running else "none"
+        blocks = [
+            f'<div class="nbr-hint"><h4>{html.escape(h.step.header())}</h4>{markdown_html(h.text)}</div>'
+            for h in shown
+        ]
+        if teaching.status == "exhausted":
+            blocks.append(f'<div class="nbr-note">{html.escape(teaching.text)}</div>')
+        elif not teaching.more_available and shown:
+            kind = "explanation" if teaching.mode == "explain" else "hint"
+            blocks.append(f'<div class="nbr-note">That was the last {kind} for this cell.</div>')
+        self.hints.value = "".join(blocks)
+        self.hints.layout.display = None if blocks else "none"
+        for hidden in (self.view, self.diff, self.verdict, self.details):
+            hidden.layout.display = "none"
+        more = teaching.more_available and not running
+        label = teaching.next_label or "Another hint"
+        left = (teaching.hint_cap or 0) - teaching.hints_used
+        self.more_button.description = (
+            f"{label} ({left} left)" if teaching.next_kind == "hint" and left > 0 else label
+        )
+        for control in (
+            self.accept_button,
+            self.anyway_button,
+            self.reject_button,
+            self.retry_button,
+            self.note,
+        ):
+            control.layout.display = "none"
+        self.more_button.layout.display = None if more or session.status == "error" else "none"
+        self.more_button.disabled = running
+        if session.status == "error":
+            self.more_button.description = "Retry"
+        self.decision_row.layout.display = None if self.more_button.layout.display is None else "none"
+
+    def _on_more_help(self, _button: Any = None) -> None:
+        self.more_button.disabled = True
+        self._begin("Writing the next hint")
+        self.session.status = "running"
+        self._refresh_teaching()
+        try:
+            self.session.ask_for_help(on_event=self.on_event)
+        finally:
+            self.more_button.disabled = False
+        self.refresh()
 
     # ------------------------------------------------------------------ decisions
 
@@ -310,7 +711,7 @@ class ReviewPanel:
             try:
                 ok = session.accept(anyway=anyway)
             except UnverifiedFixError as err:
-                self.refresh()  # the reason shows above the diff, and "Apply anyway" appears
+                self.refresh()  # the reason shows above the buttons, and "Apply anyway" appears
                 self._say(f"Not applied: {err}. Apply anyway runs it all the same.")
                 return
             except SessionStateError as err:
@@ -354,7 +755,7 @@ class ReviewPanel:
             self._say(str(err))
             return
         self.refresh()
-        self._say("Rejected: nothing was changed.")
+        self._say("")
 
     def _on_retry(self, _button: Any = None) -> None:
         note = self.note.value.strip()
@@ -364,6 +765,7 @@ class ReviewPanel:
 
     def _say(self, text: str) -> None:
         self.status.value = html.escape(text)
+        self.status.layout.display = None if text else "none"
 
     def display(self) -> None:
         """Display the panel, with the text view as the plain-text fallback (nbclient, consoles)."""
@@ -373,21 +775,30 @@ class ReviewPanel:
 
 
 def _cell_source_with_fix(cell_source: str | None, original: str, fixed: str) -> str | None:
-    """The notebook cell's new source: its magic line (``%%refine ...``) kept, the body replaced."""
+    """The notebook cell's new source: its magic line (``%%refine ...``) kept, the body replaced.
+
+    The body is compared line by line with trailing whitespace ignored: IPython empties a cell
+    magic's whitespace-only lines before the magic sees them."""
     if cell_source is None:
         return None
-    if cell_source.rstrip() == original.rstrip():
+    if _same_code(cell_source, original):
         return fixed
     head, sep, body = cell_source.partition("\n")
-    if head.lstrip().startswith("%%refine") and body.rstrip() == original.rstrip():
+    if head.lstrip().startswith("%%refine") and _same_code(body, original):
         return f"{head}{sep}{fixed}"
     return None
+
+
+def _same_code(a: str, b: str) -> bool:
+    return [line.rstrip() for line in a.rstrip().splitlines()] == [
+        line.rstrip() for line in b.rstrip().splitlines()
+    ]
 
 
 def _provenance(session: RefineSession) -> dict[str, Any]:
     return {
         "original_source": session.cell_source,
-        "attempts": len(session.attempts),
+        "attempts": len(_tries(session.attempts)),
         "provider": session.provider,
         "model": session.model,
         "accepted_at": datetime.now(UTC).isoformat(timespec="seconds"),

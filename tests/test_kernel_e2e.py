@@ -151,7 +151,7 @@ def test_first_candidate_fails_second_passes(kernel: Kernel, fake: FakeAnthropic
     out = refine_cell(kernel, cell, '-t "assert revenue == 15.0"')
 
     assert_stopped(out)
-    assert "fixed at attempt 2 of 3" in out["stdout"]
+    assert "verified fix ready — it passed a trial run (2 tries)" in out["stdout"]
     session = kernel.session()
     assert session["original_code"].rstrip() == cell
     assert session["status"] == "fixed"

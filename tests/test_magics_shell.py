@@ -47,7 +47,7 @@ def test_failing_cell_is_fixed_and_accept_advances_state(shell, scripted, capsys
     assert "revenue" not in shell.user_ns  # trials never touched the live namespace
     assert "NameError" in session.prompts[0] and "unit" in session.prompts[0]
     out = capsys.readouterr().out
-    assert "attempt 1/3" in out and "fixed at attempt 2 of 3" in out
+    assert "attempt 1 of 3" in out and "verified fix ready — it passed a trial run (2 tries)" in out
     shell.run_line_magic("refine", "accept")
     assert shell.user_ns["revenue"] == 9.0
     assert session.decision == "accepted" and session.accept_ok

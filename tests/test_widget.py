@@ -1,4 +1,7 @@
-"""The review panel, driven headless (Button.click() runs the on_click handlers)."""
+"""The review panel, driven headless (Button.click() runs the on_click handlers).
+
+What the browser tests (tests/browser/test_panel_*.py) measure on screen (contrast, layout, the
+cell after Accept), these pin down in the widget's state: what is said, in which order, once."""
 
 from __future__ import annotations
 
@@ -9,59 +12,106 @@ import time
 import pytest
 
 import nbrefine
+from nbrefine._errors import ProviderAuthError
+from nbrefine.cost import price_of
+from nbrefine.providers.anthropic import DEFAULT_MODEL
 from nbrefine.providers.scripted import ScriptedProvider
-from nbrefine.widget import ReviewPanel, _cell_source_with_fix, diff_html, side_by_side_html
+from nbrefine.widget import ReviewPanel, _cell_source_with_fix, diff_html, markdown_html, side_by_side_html
 
 
 def text_of(markup: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
-def failing_session(shell, replies, options: str = ""):
+def shown(widget) -> bool:
+    return widget.layout.display != "none"
+
+
+def visible_text(panel: ReviewPanel) -> str:
+    """What the panel says outside its folded details (the diff included)."""
+    parts = [panel.summary, panel.progress, panel.verdict, panel.status, panel.diff, panel.hints]
+    return "\n".join(text_of(w.value) for w in parts if shown(w))
+
+
+def failing_session(shell, replies, options: str = "", cell: str = "value = 2 * undefined_thing"):
     provider = ScriptedProvider(replies)
     nbrefine.register_provider("widget-scripted", lambda settings: provider)
     with pytest.raises(nbrefine.NbrefineError):
-        shell.run_cell_magic("refine", f"--provider widget-scripted {options}", "value = 2 * undefined_thing")
+        shell.run_cell_magic("refine", f"--provider widget-scripted {options}", cell)
     return nbrefine.last_session()
 
 
-def test_panel_shows_diff_history_and_accept_runs_the_fix(shell):
-    session = failing_session(
-        shell, ["wrong\n```python\nvalue = 2 * nope\n```", "ok\n```python\nvalue = 2 * 21\n```"]
-    )
+WRONG_THEN_RIGHT = ["wrong\n```python\nvalue = 2 * nope\n```", "It is `21`.\n```python\nvalue = 2 * 21\n```"]
+
+
+def test_the_decision_comes_first_and_the_error_is_named_once(shell):
+    session = failing_session(shell, WRONG_THEN_RIGHT)
     panel = ReviewPanel(session)
-    assert "fixed at attempt 2 of 3" in panel.header.value
-    assert len(panel.history.children) == 2
-    assert "NameError" in panel.history.get_title(0) and "passed" in panel.history.get_title(1)
-    assert "+value = 2 * 21" in text_of(panel.diff.value) and "-value = 2 * undefined_thing" in text_of(
-        panel.diff.value
-    )
-    panel.view.value = "side by side"
-    assert "<table" in panel.diff.value
-    assert not panel.accept_button.disabled
+    summary = text_of(panel.summary.value)
+    assert "Verified fix ready — it passed a trial run" in summary
+    assert "Fixes NameError at line 1: name 'undefined_thing' is not defined · 2 tries" in summary
+    assert visible_text(panel).count("NameError") == 1  # the attempts' errors are in the details
+    children = list(panel.widget.children)
+    order = [children.index(w) for w in (panel.head, panel.decision_row, panel.diff, panel.details)]
+    assert order == sorted(order)  # summary, buttons, diff, then the details
+    assert [
+        b.description for b in (panel.accept_button, panel.reject_button, panel.retry_button) if shown(b)
+    ] == [
+        "Accept",
+        "Reject",
+        "Try again",
+    ]
+    assert not shown(panel.anyway_button) and not shown(panel.stop_button) and not shown(panel.progress)
+    assert "nbr-fold" in panel.widget._dom_classes and "nbr-ok" in panel.widget._dom_classes
+    details = text_of(panel.details.value)
+    assert details.startswith("Details: why, 2 attempts, where it failed")
+    assert "It is 21." in details  # the explanation, rendered as Markdown
+    assert "<code>21</code>" in panel.details.value
+
+
+def test_no_jargon_and_the_default_model_has_a_price(shell):
+    session = failing_session(shell, WRONG_THEN_RIGHT)
+    panel = ReviewPanel(session)
+    said = visible_text(panel) + text_of(panel.details.value)
+    for jargon in ("candidate line", "---", "+++", "@@", "original failure", "fixed at attempt", "proposed"):
+        assert jargon not in said, jargon
+    assert "your cell → the fix" in text_of(panel.diff.value)
+    assert price_of(DEFAULT_MODEL) == (2.0, 10.0, 2.5, 0.2)
+    assert "cost unknown" not in session.render_text()
+
+
+def test_accept_runs_the_fix_and_without_a_frontend_offers_the_code_to_copy(shell):
+    session = failing_session(shell, WRONG_THEN_RIGHT)
+    panel = ReviewPanel(session)
     panel.accept_button.click()
     assert shell.user_ns["value"] == 42
-    assert panel.accept_button.disabled and panel.reject_button.disabled and panel.retry_button.disabled
-    assert "Accepted" in panel.status.value
-    # No frontend said which cell ran (an in-process shell): the code is offered to copy.
-    assert panel.copy_box.value == "value = 2 * 21" and panel.copy_box.layout.display is None
     assert session.decision == "accepted"
+    assert not any(shown(b) for b in (panel.accept_button, panel.reject_button, panel.retry_button))
+    assert text_of(panel.summary.value).startswith("✔Fixed by nbrefine")
+    assert "Accepted: the fix ran in the kernel" in text_of(panel.status.value)
+    # No frontend said which cell ran (an in-process shell): the code is offered to copy.
+    assert panel.copy_box.value == "value = 2 * 21" and shown(panel.copy_box)
 
 
-def test_panel_reject(shell):
+def test_reject(shell):
     session = failing_session(shell, ["```python\nvalue = 1\n```"])
     panel = ReviewPanel(session)
     panel.reject_button.click()
     assert "value" not in shell.user_ns
-    assert session.decision == "rejected" and "Rejected" in panel.status.value
-    assert panel.accept_button.disabled
+    assert session.decision == "rejected"
+    assert text_of(panel.summary.value).startswith("✘Rejected — nothing was changed")
+    assert not shown(panel.decision_row)
+    assert "nbr-fold" not in panel.widget._dom_classes  # the traceback is back: nothing was fixed
 
 
-def test_panel_without_fix_cannot_accept_but_can_try_again_with_a_note(shell):
+def test_no_fix_offers_only_try_again_with_a_note(shell):
     session = failing_session(shell, ["no code here"], "--max-attempts 1")
     panel = ReviewPanel(session)
-    assert session.status == "unfixed" and panel.accept_button.disabled
-    assert "no fenced code block" in panel.history.get_title(0)
+    assert session.status == "unfixed"
+    assert [
+        b.description for b in (panel.accept_button, panel.reject_button, panel.retry_button) if shown(b)
+    ] == ["Try again"]
+    assert text_of(panel.summary.value).startswith("✘No fix found — 1 try")
     provider = ScriptedProvider(["```python\nvalue = 5\n```"])
     session._provider = provider  # the next round's replies
     panel.note.value = "use five"
@@ -70,10 +120,63 @@ def test_panel_without_fix_cannot_accept_but_can_try_again_with_a_note(shell):
     assert session.status == "fixed" and len(session.attempts) == 2
     assert "## Note from the user\nuse five" in provider.requests[0].user
     panel.refresh()
-    assert not panel.accept_button.disabled
+    assert shown(panel.accept_button) and not panel.accept_button.disabled
 
 
-def test_background_run_reports_progress_and_can_be_stopped(shell):
+def test_a_provider_error_is_one_notice_counts_no_attempt_and_offers_only_retry(shell):
+    auth = ProviderAuthError("Anthropic rejected the credentials (HTTP 401 authentication_error); check KEY")
+    session = failing_session(shell, [auth], "--max-attempts 3")
+    panel = ReviewPanel(session)
+    assert session.status == "error"
+    summary = text_of(panel.summary.value)
+    assert summary.startswith("✘Could not ask the model")
+    assert "HTTP 401 authentication_error" in summary and "%env ANTHROPIC_API_KEY" in summary
+    assert [
+        b.description for b in (panel.accept_button, panel.reject_button, panel.retry_button) if shown(b)
+    ] == ["Retry"]
+    assert not shown(panel.note)
+    assert "attempt" not in text_of(panel.details.value)  # nothing was proposed: no attempt
+    assert session.tries == [] and "attempt" not in session.render_text()
+    # Retry once the key is fixed: the first real attempt is attempt 1 (the 401 was none).
+    session._provider = ScriptedProvider(["```python\nvalue = 3\n```"])
+    panel.retry_button.click()
+    assert panel._offset == 1  # the live counter leaves the provider error out too
+    assert session.wait(10)
+    panel.refresh()
+    assert session.status == "fixed" and "1 try" in text_of(panel.summary.value)
+    assert session.attempt_lines() == [session.attempt_lines()[0]]
+    assert session.attempt_lines()[0].startswith("✔ attempt 1: passed its trial run")
+
+
+def test_the_running_panel_has_one_counter_a_ticking_timer_and_each_finished_attempt(shell):
+    session = failing_session(shell, ["```python\nvalue = 1\n```"])
+    panel = ReviewPanel(session)
+    session.status = "running"  # as while the loop runs in its thread
+    try:
+        panel._begin("Starting")
+        panel.on_event(
+            "request", {"attempt": 1, "of": 3, "provider": "offline+model", "model": "quick-fixes"}
+        )
+        assert "Attempt 1 of 3 · trying the offline quick fixes" in text_of(panel.progress.value)
+        panel.on_event(
+            "trial_done", {"attempt": 1, "status": "failed", "summary": "IndexError at candidate line 1: x"}
+        )
+        panel.on_event("request", {"attempt": 2, "of": 3, "provider": "offline+anthropic", "model": "m-1"})
+        first = text_of(panel.progress.value)
+        assert "Attempt 2 of 3 · asking m-1" in first and "✘ attempt 1: IndexError at line 1: x" in first
+        time.sleep(1.2)  # no event meanwhile: the timer still moves
+        assert text_of(panel.progress.value) != first
+        panel.refresh()
+        summary = text_of(panel.summary.value)
+        assert summary.startswith("⟳Looking for a fix") and "attempt" not in summary.lower()  # one counter
+        assert not shown(panel.decision_row) and shown(panel.stop_button)  # no decision yet
+    finally:
+        session.status = "fixed"
+    panel.refresh()
+    assert shown(panel.decision_row) and not shown(panel.stop_button)
+
+
+def test_background_run_can_be_stopped_and_tried_again(shell):
     """With the panel, the loop runs in a thread (the kernel stays free for the Stop click)."""
 
     class Slow(ScriptedProvider):
@@ -86,45 +189,78 @@ def test_background_run_reports_progress_and_can_be_stopped(shell):
     shell.run_line_magic("config", "Refine.display = 'widget'")
     provider = Slow(["```python\nvalue = 3\n```"])
     nbrefine.register_provider("widget-slow", lambda settings: provider)
-    with pytest.raises(nbrefine.NbrefineError, match="shows the repair as it runs"):
+    with pytest.raises(
+        nbrefine.NbrefineError, match="Run All stopped here; the repair is in the panel above"
+    ):
         shell.run_cell_magic("refine", "--provider widget-slow", "value = 2 * undefined_thing")
     session = nbrefine.last_session()
     assert session.running and session.can_run_in_background
     panel = ReviewPanel(session)  # a second view of the same session, to drive it here
     time.sleep(0.3)  # the reply streams for about 4 s
     assert session.running
-    session.stop()
+    panel.stop_button.click()
     assert session.wait(5)
     assert session.status == "interrupted"
     panel.refresh()
-    assert panel.stop_button.layout.display == "none"
-    assert not panel.retry_button.disabled  # the snapshot is kept for "Try again"
+    assert not shown(panel.stop_button)
+    assert shown(panel.retry_button) and not panel.retry_button.disabled  # the snapshot is kept
 
 
-def test_progress_events_update_the_panel(shell):
-    session = failing_session(shell, ["```python\nvalue = 1\n```"])
+def test_attempts_fold_separately_and_each_diff_says_what_it_compares(shell):
+    replies = ["```python\nvalue = 2 * nope\n```", "```python\nvalue = 2 * 21\n```"]
+    session = failing_session(shell, replies)
     panel = ReviewPanel(session)
-    panel.on_event("request", {"attempt": 2, "of": 3, "provider": "anthropic", "model": "m"})
-    assert "Attempt 2 of 3: asking anthropic" in panel.progress.value
-    panel._last_paint = 0.0
-    panel.on_event("text", {"text": "x" * 1234})
-    assert "1,234 characters received" in panel.progress.value
-    panel.on_event("trial_start", {"attempt": 2})
-    assert "running the candidate in the sandbox" in panel.progress.value
+    markup = panel.details.value
+    attempts = re.findall(
+        r'<details class="nbr-attempt"><summary>(.*?)</summary>(.*?)</div></details>', markup
+    )
+    assert len(attempts) == 2  # each its own <details>: several can be open at once
+    (title1, body1), (title2, body2) = attempts
+    assert text_of(title1).startswith("✘ Attempt 1: NameError at line 1: name 'nope' is not defined")
+    assert text_of(title2).startswith("✔ Attempt 2: passed its trial run")
+    assert "your cell → attempt 1" in text_of(body1) and "attempt 1 → attempt 2" in text_of(body2)
+    assert "NameError" not in text_of(body1)  # said once, in the title
 
 
-def test_cell_source_with_fix_keeps_the_magic_line():
+def test_diff_renderers_use_theme_classes_and_words():
+    unified = diff_html("a = 1\nb = 2", "a = 1\nb = 3")
+    assert 'class="nbr-line nbr-del"' in unified and 'class="nbr-line nbr-add"' in unified
+    assert "background:" not in unified and "color:" not in unified  # colours come from the stylesheet
+    assert "your cell → the fix" in text_of(unified)
+    for header in ("---", "+++", "@@"):
+        assert header not in unified
+    far = diff_html(
+        "\n".join(f"x{i} = {i}" for i in range(20)), "\n".join(f"x{i} = {i}" for i in range(19)) + "\nx19 = 0"
+    )
+    assert "⋯line 17" in text_of(far)  # a hunk far down says where it starts
+    table = side_by_side_html("a = 1", "a = 2")
+    assert table.count('class="nbr-code"') == 2 and "your cell" in table and "the fix" in table
+
+
+def test_stylesheet_takes_every_colour_from_the_theme():
+    from nbrefine._panel_css import STYLE
+
+    for light_only in ("#dafbe1", "#ffebe9", "#0550ae"):
+        assert light_only not in STYLE
+    assert "var(--jp-mirror-editor-keyword-color" in STYLE and "@container" in STYLE
+    assert "outline: 2px solid var(--nbr-focus)" in STYLE
+
+
+def test_markdown_explanations():
+    out = markdown_html("Use `qty`, not **qtty**.\n\n- one\n- two *here*\n\n```python\nx = 1\n```\n<b>no</b>")
+    assert "<code>qty</code>" in out and "<b>qtty</b>" in out
+    assert "<ul><li>one</li><li>two <i>here</i></li></ul>" in out
+    assert 'class="nbr-code"' in out and "&lt;b&gt;no&lt;/b&gt;" in out
+
+
+def test_cell_source_with_fix_keeps_the_magic_line_and_survives_whitespace_only_lines():
     assert _cell_source_with_fix("%%refine -t 'x'\na = b", "a = b", "a = 1") == "%%refine -t 'x'\na = 1"
     assert _cell_source_with_fix("a = b", "a = b", "a = 1") == "a = 1"
     assert _cell_source_with_fix("something else", "a = b", "a = 1") is None
     assert _cell_source_with_fix(None, "a = b", "a = 1") is None
-
-
-def test_diff_renderers_mark_changes():
-    unified = diff_html("a = 1\nb = 2", "a = 1\nb = 3")
-    assert "background:#ffebe9" in unified and "background:#dafbe1" in unified
-    table = side_by_side_html("a = 1", "a = 2")
-    assert table.count("<tr>") == 2
+    typed = "%%refine\ndef f():\n    return 1\n    \nprint(f() + q)"
+    normalised = "def f():\n    return 1\n\nprint(f() + q)\n"  # what IPython gives the magic
+    assert _cell_source_with_fix(typed, normalised, "x = 1") == "%%refine\nx = 1"
 
 
 def test_display_bundle_has_a_text_fallback(shell):
@@ -133,10 +269,12 @@ def test_display_bundle_has_a_text_fallback(shell):
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
-def test_teaching_panel_shows_the_hint_and_asks_for_another(shell):
+def test_teaching_hints_pile_up_with_one_label_and_the_last_one_says_so(shell):
     shell.run_line_magic("refine", "policy --mode graduated --max-hints 3")
     disobeying = "Just do this:\n```python\nvalue = 2 * 21\n```"
-    provider = ScriptedProvider([disobeying, "Look at the name on line 1: is it defined anywhere?"])
+    provider = ScriptedProvider(
+        [disobeying, "Look at the name on line 1: is it defined anywhere?", "Define `undefined_thing` first."]
+    )
     nbrefine.register_provider("teach-scripted", lambda settings: provider)
     with pytest.raises(nbrefine.NbrefineError):
         shell.run_cell_magic(
@@ -145,13 +283,21 @@ def test_teaching_panel_shows_the_hint_and_asks_for_another(shell):
     session = nbrefine.last_session()
     assert session.status == "hint"
     panel = ReviewPanel(session)
-    assert "Hint 1 of 3" in panel.header.value
-    assert "value = 2 * 21" not in panel.explanation.value  # the solving code was withheld
-    assert "Hints used: 1 of 3" in panel.progress.value
-    assert panel.more_button.layout.display is None and panel.decision_row.layout.display == "none"
+    said = visible_text(panel)
+    assert said.count("Hint 1 of 3") == 1 and "Hints used" not in said
+    assert "value = 2 * 21" not in panel.hints.value  # the solving code was withheld
+    assert panel.more_button.description == "Another hint (2 left)" and shown(panel.more_button)
+    assert not any(shown(b) for b in (panel.accept_button, panel.reject_button, panel.retry_button))
     panel.more_button.click()
-    assert "Hint 2 of 3" in panel.header.value and "Hints used: 2 of 3" in panel.progress.value
-    assert "is it defined anywhere" in panel.explanation.value
+    said = visible_text(panel)
+    assert "Hint 1 of 3" in said and "Hint 2 of 3" in said  # the first one is still there
+    assert said.index("Hint 1 of 3") < said.index("Hint 2 of 3") and "is it defined anywhere" in said
+    panel.more_button.click()
+    said = visible_text(panel)
+    assert all(f"Hint {n} of 3" in said for n in (1, 2, 3))
+    assert said.rstrip().endswith("That was the last hint for this cell.")
+    assert not shown(panel.more_button)
+    assert ReviewPanel(session).hints.value == panel.hints.value  # a second view shows them all
 
 
 def session_for(shell, cell: str, replies, options: str = "--max-attempts 1"):
@@ -162,29 +308,31 @@ def session_for(shell, cell: str, replies, options: str = "--max-attempts 1"):
     return nbrefine.last_session()
 
 
-def test_panel_does_not_apply_a_fix_that_fails_on_the_live_state_until_apply_anyway(shell):
+def test_a_fix_that_fails_on_the_live_state_is_applied_only_anyway(shell):
     shell.run_cell("items = [1, 2]")
     fix = "items.append(3)\nlast = items[-1]\nassert items == [1, 2, 3]"
     session = session_for(shell, "items.append(3)\nlast = items[5]", [f"```python\n{fix}\n```"])
     panel = ReviewPanel(session)
-    assert session.status == "fixed" and not panel.accept_button.disabled
-    assert panel.anyway_button.layout.display == "none"
+    assert session.status == "fixed" and shown(panel.accept_button) and not shown(panel.anyway_button)
     panel.accept_button.click()
     said = text_of(panel.status.value)
     assert said.startswith("Not applied: the fix passed its trial, but `items` changed since"), said
     assert "AssertionError" in said and "Apply anyway runs it all the same" in said
-    assert "Not applied" in text_of(panel.verdict.value)
+    assert text_of(panel.summary.value).startswith("⚠Not applied — the fix fails from the live state")
+    assert "Accept did not apply it" in text_of(panel.verdict.value)
     assert shell.user_ns["items"] == [1, 2, 3] and "last" not in shell.user_ns  # nothing ran
-    assert panel.accept_button.disabled and panel.anyway_button.layout.display is None
+    assert not shown(panel.accept_button) and shown(panel.anyway_button)
+    children = list(panel.widget.children)
+    assert children.index(panel.verdict) < children.index(panel.decision_row)  # why, then the choice
     assert session.decision == "pending"
     panel.anyway_button.click()
     assert shell.user_ns["items"] == [1, 2, 3, 3]  # the user's second choice ran it (and it raised)
     assert session.decision == "accepted" and session.accepted_anyway and session.accept_ok is False
     assert "Applied anyway: the fix raised" in text_of(panel.status.value)
-    assert panel.anyway_button.layout.display == "none"
+    assert not shown(panel.anyway_button)
 
 
-def test_panel_labels_a_proposal_that_changes_the_checks_and_applies_it_only_anyway(shell):
+def test_a_proposal_that_changes_the_checks_is_labelled_and_applied_only_anyway(shell):
     from nbrefine.widget import _provenance
 
     shell.run_cell("values = [1, 2, 3]")
@@ -193,18 +341,17 @@ def test_panel_labels_a_proposal_that_changes_the_checks_and_applies_it_only_any
     )
     panel = ReviewPanel(session)
     assert session.status == "changes_checks" and not session.verified
-    assert "not verified" in panel.header.value
-    assert "Not verified" in text_of(panel.verdict.value)
-    assert "drops `assert total == 6`" in text_of(panel.verdict.value)
-    assert panel.history.get_title(0).startswith("⚠ attempt 1: changes the checks")
-    assert "-assert total == 6" in text_of(panel.diff.value)  # the diff shows what it drops
-    assert panel.accept_button.disabled and panel.anyway_button.layout.display is None
+    assert text_of(panel.summary.value).startswith("⚠No verified fix — the only proposal changes the checks")
+    assert "changes the checks (drops `assert total == 6`)" in text_of(panel.verdict.value)
+    assert "⚠ Attempt 1: passed, but changes the checks" in text_of(panel.details.value)
+    assert "−assert total == 6" in text_of(panel.diff.value)  # the diff shows what it drops
+    assert not shown(panel.accept_button) and shown(panel.anyway_button) and shown(panel.reject_button)
     panel.anyway_button.click()
     assert shell.user_ns["total"] == 7
     assert _provenance(session)["verified"] is False
 
 
-def test_panel_marks_an_alternative_that_changes_the_checks(shell):
+def test_an_alternative_that_changes_the_checks_is_marked(shell):
     shell.run_cell("values = [1, 2, 3]")
     replies = [
         "```python\ntotal = sum(values)\n```",
@@ -213,5 +360,5 @@ def test_panel_marks_an_alternative_that_changes_the_checks(shell):
     session = session_for(shell, "total = sum(values) + 1\nassert total == 6", replies, "--candidates 2")
     panel = ReviewPanel(session)
     assert session.status == "fixed"
-    body = text_of(panel.history.children[0].value)
-    assert "alternative 1 (not chosen): passed but changes the checks: drops `assert total == 6`" in body
+    body = text_of(panel.details.value)
+    assert "Alternative 1 (not chosen): passed but changes the checks: drops `assert total == 6`" in body
