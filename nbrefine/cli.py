@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +32,8 @@ from ._argparse import StrictParser
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
+
+    from .teaching import TeachingPolicy
 
 __all__ = ["main"]
 
@@ -155,10 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=USAGE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    fix.add_argument("notebook", metavar="NOTEBOOK.ipynb", help="the notebook to run and repair")
+    fix.add_argument(
+        "notebook",
+        nargs="+",
+        metavar="NOTEBOOK",
+        help="notebooks, folders (searched recursively) or glob patterns ('**' too) to run and repair",
+    )
     out = fix.add_mutually_exclusive_group()
     out.add_argument(
-        "-o", "--output", metavar="OUT.ipynb", help="where to write the result (default: NAME.fixed.ipynb)"
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="where to write: OUT.ipynb for one notebook (default: NAME.fixed.ipynb next to it); "
+        "a folder for several, mirroring the input tree",
     )
     out.add_argument(
         "--in-place", action="store_true", help="overwrite NOTEBOOK (atomically; keeps NAME.ipynb.bak)"
@@ -179,7 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds one cell (its run and its repair) may take (default: 600)",
     )
-    fix.add_argument("--report", metavar="FILE", help="also write a report: FILE.json or FILE.md")
+    fix.add_argument(
+        "--report",
+        action="append",
+        metavar="FILE",
+        help="also write a report, by its extension: .json or .md (for several notebooks, the summary "
+        "over all), .xml (JUnit, for CI), .html (the class report for an instructor); repeatable",
+    )
     fix.add_argument("--kernel", metavar="NAME", help="kernel name (default: the notebook's, else python3)")
     fix.add_argument(
         "--cells",
@@ -201,10 +218,52 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument(
         "--max-hints", type=int, metavar="N", help="hints per failing cell, as the %%%%refine cell option"
     )
+    _add_batch_options(fix)
     from . import benchcmd
 
     benchcmd.add_parser(commands)
     return parser
+
+
+def _add_batch_options(fix: argparse.ArgumentParser) -> None:
+    from .reports.summary import FAIL_ON
+
+    batch = fix.add_argument_group("several notebooks (any of these runs the batch mode)")
+    batch.add_argument(
+        "--jobs", type=int, metavar="N", help="notebooks run at once, one kernel each (default: the cores)"
+    )
+    batch.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip the notebooks an earlier run with the same settings finished (see --record)",
+    )
+    batch.add_argument(
+        "--record",
+        metavar="FILE",
+        help="the run record, one JSON line per notebook (default: nbrefine-run.jsonl in the -o folder, "
+        "else here)",
+    )
+    batch.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        help="what fails a notebook (exit 1, JUnit failure): 'unfixed' (default) a cell still "
+        "failing, 'any' a cell that failed at all, even if it was fixed",
+    )
+    batch.add_argument(
+        "--max-requests",
+        type=int,
+        metavar="N",
+        help="model requests in flight at once, over all jobs (default: 4); a 429 pauses every job",
+    )
+    batch.add_argument(
+        "--budget-tokens", type=int, metavar="N", help="most model tokens the whole batch may use"
+    )
+    batch.add_argument(
+        "--budget-usd", type=float, metavar="X", help="most money (USD) the whole batch may spend"
+    )
+    talk = batch.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true", help="also show every cell's line")
+    talk.add_argument("-q", "--quiet", action="store_true", help="no progress, one line at the end (CI)")
 
 
 # --------------------------------------------------------------------------- options
@@ -249,9 +308,10 @@ def parse_cells(text: str) -> frozenset[int]:
 
 
 def _options(args: argparse.Namespace) -> FixOptions:
-    notebook = Path(args.notebook)
-    if args.report is not None and Path(args.report).suffix.lower() not in (".json", ".md"):
-        raise CliError(f"--report {args.report}: the file name must end in .json or .md")
+    notebook = Path(args.notebook[0])
+    report = args.report[0] if args.report else None
+    if report is not None and Path(report).suffix.lower() not in (".json", ".md"):
+        raise CliError(f"--report {report}: the file name must end in .json or .md")
     if args.max_attempts is not None and args.max_attempts < 1:
         raise CliError("--max-attempts must be at least 1")
     if args.timeout is not None and not (args.timeout > 0 and math.isfinite(args.timeout)):
@@ -277,7 +337,7 @@ def _options(args: argparse.Namespace) -> FixOptions:
         max_attempts=args.max_attempts,
         timeout=args.timeout,
         cell_timeout=max(1, math.ceil(args.cell_timeout)),
-        report=Path(args.report) if args.report is not None else None,
+        report=Path(report) if report is not None else None,
         kernel=args.kernel,
         cells=parse_cells(args.cells) if args.cells is not None else None,
         quick_fixes=not args.no_quick_fixes,
@@ -298,6 +358,11 @@ def read_notebook(path: Path) -> NotebookNode:
         raise CliError(f"{path}: not a notebook (not UTF-8 text)") from None
     except OSError as err:
         raise CliError(f"{path}: cannot read it: {err.strerror or err}") from None
+    return parse_notebook(text, path)
+
+
+def parse_notebook(text: str, path: Path) -> NotebookNode:
+    """The notebook in ``text`` (read from ``path``), validated; :class:`CliError` otherwise."""
     try:
         json.loads(text)
     except ValueError as err:
@@ -650,8 +715,21 @@ def _log_tail(log: Any) -> str:
 class Fixer:
     """Runs every code cell; repairs the selected ones that fail."""
 
-    def __init__(self, opts: FixOptions, choice: ProviderChoice, notebook: NotebookNode) -> None:
+    def __init__(
+        self,
+        opts: FixOptions,
+        choice: ProviderChoice,
+        notebook: NotebookNode,
+        *,
+        gate: str | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
         self.opts, self.choice, self.notebook = opts, choice, notebook
+        # A batch shares one model-request limit and budget between its kernels: ``gate`` is
+        # its spec (see nbrefine.batch.gate), installed in the kernel with the extension.
+        self.gate = gate
+        self.on_line = on_line or _progress
+        self.setup_s = 0.0  # loading nbrefine in the kernel (the batch reports it per notebook)
         self.offline_model = _offline_model()
         self.refine_line = "%%refine" + "".join(
             f" {flag} {shlex.quote(str(value))}"
@@ -669,9 +747,10 @@ class Fixer:
 
     # ---------------------------------------------------------------- set-up
 
-    def check_teaching(self) -> None:
+    def check_teaching(self) -> TeachingPolicy:
         """``--mode`` / ``--max-hints`` go on every ``%%refine`` line, where a locked notebook
-        policy refuses a loosening: refuse it now, once, before any kernel starts."""
+        policy refuses a loosening: refuse it now, once, before any kernel starts. Returns the
+        policy the cells get (a setup cell of the notebook may still change it)."""
         from .teaching import PolicyGate, PolicyLockedError, policy_from_notebook
 
         try:
@@ -679,7 +758,7 @@ class Fixer:
         except ValueError as err:
             raise CliError(f"the notebook's nbrefine policy is not valid: {err}") from None
         try:
-            PolicyGate(policy).effective(self.opts.mode, self.opts.max_hints)
+            return PolicyGate(policy).effective(self.opts.mode, self.opts.max_hints)
         except (PolicyLockedError, ValueError) as err:
             raise CliError(f"--mode/--max-hints: {err}") from None
 
@@ -703,6 +782,8 @@ class Fixer:
             raise CliError(f"the notebook's nbrefine policy is not valid: {err}") from None
         if policy:
             lines.append(policy)
+        if self.gate is not None:
+            lines.append(f"__import__('nbrefine.batch.gate', fromlist=['_']).install({self.gate!r})")
         return "\n".join(lines)
 
     def plan(self) -> list[CellResult]:
@@ -726,7 +807,9 @@ class Fixer:
         return results
 
     def run(self, kernel: _Kernel, results: list[CellResult]) -> RunResult:
+        started = time.perf_counter()
         setup = kernel.run(self.setup_code(), 0, store_history=False)
+        self.setup_s = time.perf_counter() - started
         if not setup.ok:
             raise CliError(f"the kernel cannot load nbrefine: {setup.ename}: {setup.evalue}")
         todo = [r for r in results if r.status == "not_run"]
@@ -746,7 +829,7 @@ class Fixer:
                 ]
                 run.stopped = f"the kernel died while cell {result.number} ran; later cells were not run"
             result.duration_s = time.perf_counter() - cell_started
-            _progress(f"[{position}/{len(todo)}] cell {result.number}: {self.describe(result)}")
+            self.on_line(f"[{position}/{len(todo)}] cell {result.number}: {self.describe(result)}")
             if run.stopped:
                 break
         return run
@@ -1031,7 +1114,14 @@ def _id_note(cell: CellResult) -> str:
 def report_json(
     run: RunResult, opts: FixOptions, choice: ProviderChoice, written: str | None, code: int
 ) -> str:
-    data = {
+    return json.dumps(report_data(run, opts, choice, written, code), indent=2, ensure_ascii=False) + "\n"
+
+
+def report_data(
+    run: RunResult, opts: FixOptions, choice: ProviderChoice, written: str | None, code: int
+) -> dict[str, Any]:
+    """One notebook's report as plain data (the JSON report; a batch keeps one per notebook)."""
+    return {
         "nbrefine_version": __version__,
         "notebook": str(opts.notebook),
         "output": written,
@@ -1048,7 +1138,6 @@ def report_json(
         "summary": run.summary(),
         "cells": [c.to_json() for c in run.cells],
     }
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def report_markdown(
@@ -1207,9 +1296,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import benchcmd
 
             return benchcmd.run(args)
-        opts = _options(args)
+        from . import batchcmd
+
+        batch = batchcmd.options(args) if batchcmd.is_batch(args) else None
+        opts = _options(args) if batch is None else None
         with contextlib.suppress(ValueError):  # only the main thread may set handlers
             previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        if batch is not None:
+            return batchcmd.run(batch)
+        assert opts is not None
         return fix(opts)
     except CliError as err:
         print(f"nbrefine: error: {err}", file=sys.stderr, flush=True)

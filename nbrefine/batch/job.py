@@ -1,0 +1,198 @@
+"""One notebook of a batch: :func:`repair_one` runs and repairs it in its own kernel.
+
+This is the unit every executor runs: the local process pool today, a cluster's task tomorrow.
+Its input (:class:`NotebookTask`) and its output (:class:`NotebookResult`: the repaired notebook's
+text, its report as plain data and its timings) are picklable and small; it writes nothing. The
+client that receives the result writes the files, so a job can run where the outputs are not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from ..cli import FixOptions, ProviderChoice, RunResult
+
+__all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one"]
+
+#: ``emit(kind, data)``: what a job tells its client while it runs ("line": a progress line of
+#: one cell, "kernel": the kernel's process id, so a client can stop it if the job cannot).
+Emit = Callable[[str, dict[str, Any]], None]
+
+_USAGE_EXPR = "__import__('dataclasses').asdict(__import__('nbrefine.cost', fromlist=['_']).kernel_usage())"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """How every notebook of a batch is repaired (the ``nbrefine fix`` options that say so)."""
+
+    provider: str | None = None
+    model: str | None = None
+    max_attempts: int | None = None
+    timeout: float | None = None
+    cell_timeout: int = 600
+    kernel: str | None = None
+    cells: tuple[int, ...] | None = None
+    quick_fixes: bool = True
+    mode: str | None = None
+    max_hints: int | None = None
+
+    def fix_options(self, notebook: Path) -> FixOptions:
+        from ..cli import FixOptions
+
+        return FixOptions(
+            notebook=notebook,
+            output=None,
+            in_place=False,
+            provider=self.provider,
+            model=self.model,
+            max_attempts=self.max_attempts,
+            timeout=self.timeout,
+            cell_timeout=self.cell_timeout,
+            report=None,
+            kernel=self.kernel,
+            cells=frozenset(self.cells) if self.cells is not None else None,
+            quick_fixes=self.quick_fixes,
+            mode=self.mode,
+            max_hints=self.max_hints,
+        )
+
+
+@dataclass(frozen=True)
+class NotebookTask:
+    index: int  # the notebook's place in the batch
+    path: str  # the input notebook, as reports name it
+    folder: str  # where its kernel runs (the notebook's own folder)
+    settings: JobSettings
+    choice: ProviderChoice  # resolved once by the client, so every job uses the same provider
+    gate: str | None = None  # spec of the shared request gate (nbrefine.batch.gate)
+    text: str | None = None  # the notebook's text; None: read ``path`` where the job runs
+    submitted: float = 0.0  # time.time() when the client queued it
+
+
+@dataclass
+class NotebookResult:
+    index: int
+    path: str
+    status: str  # "pass" | "fail" (some cell still fails) | "error" (bad input: not run)
+    message: str = ""  # one line: why it could not run, or why the run stopped
+    notebook: str | None = None  # the repaired notebook's text (None: nothing to write)
+    changed: bool = False  # some cell's source changed (a fix was written into it)
+    report: dict[str, Any] = field(default_factory=dict)  # cli.report_data, and more
+    timings: dict[str, float] = field(default_factory=dict)
+    worker: str = ""  # host:pid of the process that ran it
+
+
+def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
+    """Run ``task``'s notebook cell by cell in a new kernel, repairing what fails; the kernel is
+    shut down before this returns. Bad input comes back as status "error", never raised."""
+    from ..cli import CliError
+
+    started = time.perf_counter()
+    result = NotebookResult(task.index, task.path, "error", worker=f"{socket.gethostname()}:{os.getpid()}")
+    result.timings["queued_s"] = round(max(0.0, time.time() - task.submitted), 3) if task.submitted else 0.0
+    try:
+        _run(task, result, emit or (lambda kind, data: None))
+    except CliError as err:
+        result.status, result.message = "error", str(err)
+    result.timings["total_s"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def _run(task: NotebookTask, result: NotebookResult, emit: Emit) -> None:
+    from ..cli import EXIT_FAILING, EXIT_OK, Fixer, _kernel, check_kernel, notebook_text, report_data
+
+    path = Path(task.path)
+    notebook = _load(task, path)
+    opts = task.settings.fix_options(path)
+    kernel_name = opts.kernel or notebook.metadata.get("kernelspec", {}).get("name") or "python3"
+    check_kernel(kernel_name)
+    fixer = Fixer(
+        opts, task.choice, notebook, gate=task.gate, on_line=lambda line: emit("line", {"text": line})
+    )
+    policy = fixer.check_teaching()
+    cells = fixer.plan()
+    clock = time.perf_counter()
+    with _kernel(notebook, kernel_name, Path(task.folder), opts.cell_timeout) as kernel:
+        result.timings["kernel_start_s"] = round(time.perf_counter() - clock, 3)
+        emit("kernel", {"pid": _kernel_pid(kernel)})
+        clock = time.perf_counter()
+        run = fixer.run(kernel, cells)
+        result.timings["setup_s"] = round(fixer.setup_s, 3)
+        result.timings["cells_s"] = round(time.perf_counter() - clock - fixer.setup_s, 3)
+        usage = _usage(kernel) if not run.stopped else None
+        clock = time.perf_counter()
+    result.timings["shutdown_s"] = round(time.perf_counter() - clock, 3)
+    run.duration_s = sum(result.timings.get(k, 0.0) for k in ("kernel_start_s", "setup_s", "cells_s"))
+    result.status = "pass" if run.all_pass else "fail"
+    result.message = run.stopped
+    result.notebook = notebook_text(notebook)
+    result.changed = any(c.fixed_source is not None for c in run.cells)
+    report = report_data(run, opts, task.choice, None, EXIT_OK if run.all_pass else EXIT_FAILING)
+    report["teaching"] = {"mode": policy.mode, "max_hints": policy.max_hints, "source": policy.source}
+    report["usage"] = usage
+    _add_cell_metadata(report, notebook, run)
+    result.report = report
+
+
+def _load(task: NotebookTask, path: Path) -> NotebookNode:
+    from ..cli import parse_notebook, read_notebook
+
+    return read_notebook(path) if task.text is None else parse_notebook(task.text, path)
+
+
+def _add_cell_metadata(report: dict[str, Any], notebook: NotebookNode, run: RunResult) -> None:
+    """nbgrader's cell metadata (``grade_id`` names an exercise) on each cell of the report."""
+    for cell, data in zip(run.cells, report["cells"], strict=True):
+        meta = notebook.cells[cell.index].metadata.get("nbgrader")
+        if isinstance(meta, dict) and meta.get("grade_id"):
+            data["nbgrader"] = {k: meta.get(k) for k in ("grade_id", "grade", "solution", "points")}
+
+
+def _usage(kernel: Any) -> dict[str, Any] | None:
+    """What this notebook's kernel spent on model replies (one kernel per notebook)."""
+    from ..cli import KernelDied
+
+    try:
+        value = kernel.value(_USAGE_EXPR, 0)
+    except (KernelDied, RuntimeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _kernel_pid(kernel: Any) -> int:
+    provisioner = getattr(getattr(kernel.client, "km", None), "provisioner", None)
+    pid = getattr(provisioner, "pid", None)
+    return int(pid) if isinstance(pid, int) else 0
+
+
+def warm_up() -> float:
+    """Import what every job needs (nbclient alone takes seconds), once per worker process, so a
+    notebook's timings hold only its own costs. Returns the seconds it took."""
+    started = time.perf_counter()
+    import jupyter_client.kernelspec  # noqa: F401
+    import nbclient  # noqa: F401
+    import nbformat  # noqa: F401
+
+    from .. import cli, teaching  # noqa: F401
+    from ..providers import offline  # noqa: F401
+
+    return time.perf_counter() - started
+
+
+def kill_kernel(pid: int) -> None:
+    """Last resort for a kernel its job could not shut down: its whole process group (the kernel
+    runs in a session of its own, with the trial processes it forked)."""
+    if pid > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)

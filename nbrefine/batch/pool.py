@@ -1,0 +1,209 @@
+"""The local executor: ``--jobs N`` worker processes, each running one notebook at a time.
+
+A job drives its notebook's kernel (a process of its own) and waits on it most of the time, so
+the client stays light: it feeds the workers one task each as they free up (the tasks are never
+all in memory) and passes on what they send back, one :class:`Event` or
+:class:`~nbrefine.batch.job.NotebookResult` at a time. Any executor with the same two methods
+(:class:`Executor`) can replace it, e.g. one that sends each task to a cluster.
+
+Workers ignore SIGINT (a Ctrl-C in a terminal reaches every process of the group): the client
+decides, and :meth:`LocalPool.cancel` stops them with SIGTERM, which unwinds the running job so
+its kernel is shut down; a worker that does not stop in time is killed, and its kernel with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .job import Emit, NotebookResult, NotebookTask, kill_kernel, repair_one, warm_up
+
+__all__ = ["Event", "Executor", "LocalPool"]
+
+Job = Callable[[NotebookTask, Emit], NotebookResult]
+
+_STOP_GRACE_S = 15.0  # how long a cancelled worker may take to shut its kernel down
+_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class Event:
+    index: int  # the task's index
+    # "ready" (index -1; data: worker, import_s), "start" (data: worker), "line", "kernel" (data: pid)
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    def run(self, tasks: Iterable[NotebookTask]) -> Iterator[Event | NotebookResult]:
+        """Run every task; yield what the jobs report as it comes, a result last for each task."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop every job now; every kernel shut down when this returns."""
+        ...
+
+
+class _Cancelled(BaseException):
+    """SIGTERM from the client: unwind the job (its kernel is shut down on the way out)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the clean-up short
+    # The cancelled cell's asyncio task dies with its kernel; its "exception was never retrieved"
+    # would only be noise on the user's terminal.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    raise _Cancelled()
+
+
+def _worker(tasks: Any, out: Any, job: Job) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    with contextlib.suppress(_Cancelled):
+        out.put(Event(-1, "ready", {"worker": os.getpid(), "import_s": round(warm_up(), 3)}))
+        while True:
+            task: NotebookTask | None = tasks.get()
+            if task is None:
+                return
+            index = task.index
+            out.put(Event(index, "start", {"worker": os.getpid()}))
+
+            def emit(kind: str, data: dict[str, Any], index: int = index) -> None:
+                out.put(Event(index, kind, data))
+
+            out.put(job(task, emit))
+
+
+class LocalPool:
+    """:class:`Executor` over ``jobs`` worker processes on this machine."""
+
+    def __init__(self, jobs: int, job: Job = repair_one) -> None:
+        self.jobs = max(1, jobs)
+        self.job = job
+        self._ctx = multiprocessing.get_context("spawn")  # no fork of a client with threads
+        self._tasks: Any = self._ctx.Queue()
+        self._out: Any = self._ctx.Queue()
+        self._workers: list[Any] = []
+        self._busy: dict[int, tuple[int, int]] = {}  # worker pid → (task index, kernel pid)
+        self._paths: dict[int, str] = {}  # task index → path, for the tasks under way
+
+    def run(self, tasks: Iterable[NotebookTask]) -> Iterator[Event | NotebookResult]:
+        pending = iter(tasks)
+        outstanding = 0
+        for _ in range(self.jobs):
+            outstanding += self._feed(pending)
+        while outstanding:
+            message = self._next()
+            if message is None:
+                continue
+            if isinstance(message, NotebookResult):
+                outstanding -= 1
+                self._done(message.index)
+                outstanding += self._feed(pending)
+            else:
+                self._note(message)
+            yield message
+        self._stop_idle()
+
+    def cancel(self) -> None:
+        kernels = [kernel for _, kernel in self._busy.values()]
+        for proc in self._workers:
+            if proc.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_GRACE_S
+        for proc in self._workers:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        for pid in kernels:  # shut down by its job, unless the job had to be killed
+            kill_kernel(pid) if _alive(pid) else None
+        self._close()
+
+    # ---------------------------------------------------------------- internals
+
+    def _feed(self, pending: Iterator[NotebookTask]) -> int:
+        task = next(pending, None)
+        if task is None:
+            return 0
+        self._paths[task.index] = task.path
+        self._tasks.put(task)
+        if len([p for p in self._workers if p.is_alive()]) < self.jobs:
+            self._start_worker()
+        return 1
+
+    def _start_worker(self) -> None:
+        proc = self._ctx.Process(target=_worker, args=(self._tasks, self._out, self.job), daemon=True)
+        proc.start()
+        self._workers.append(proc)
+
+    def _next(self) -> Event | NotebookResult | None:
+        try:
+            message: Event | NotebookResult = self._out.get(timeout=_POLL_S)
+            return message
+        except queue.Empty:
+            return self._reap()
+
+    def _note(self, event: Event) -> None:
+        if event.kind == "start":
+            self._busy[int(event.data["worker"])] = (event.index, 0)
+        elif event.kind == "kernel":
+            for worker, (index, _) in self._busy.items():
+                if index == event.index:
+                    self._busy[worker] = (index, int(event.data.get("pid") or 0))
+
+    def _done(self, index: int) -> None:
+        self._paths.pop(index, None)
+        for worker, (busy_index, _) in list(self._busy.items()):
+            if busy_index == index:
+                del self._busy[worker]
+
+    def _reap(self) -> NotebookResult | None:
+        """A worker that died on its own (killed, out of memory): its notebook is reported as
+        failing, a new worker takes its place."""
+        for proc in list(self._workers):
+            if proc.is_alive() or proc.pid not in self._busy:
+                continue
+            index, kernel = self._busy.pop(proc.pid)
+            self._workers.remove(proc)
+            kill_kernel(kernel) if _alive(kernel) else None
+            self._start_worker()
+            message = f"the worker process running it died (exit code {proc.exitcode})"
+            return NotebookResult(index, self._paths.get(index, "?"), "fail", message=message)
+        return None
+
+    def _stop_idle(self) -> None:
+        for _ in self._workers:
+            self._tasks.put(None)
+        for proc in self._workers:
+            proc.join(_STOP_GRACE_S)
+            if proc.is_alive():
+                proc.kill()
+        self._close()
+
+    def _close(self) -> None:
+        for q in (self._tasks, self._out):
+            q.cancel_join_thread()  # a killed worker may leave a half-read queue: never block on it
+            q.close()
+        self._workers = []
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
