@@ -683,14 +683,16 @@ print(result.fixed_code or result.message)
 def test_attribute_of_an_object_made_in_the_failing_cell(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A class name no other loaded library uses: with matplotlib loaded by another test, two
+    # classes named Axes would (rightly) make the tier decline.
     (tmp_path / "nbrefine_plotlib.py").write_text(
-        "class Axes:\n"
+        "class NbrefineTestAxes:\n"
         "    def set_title(self, text):\n"
         "        self.title = text\n"
         "    def set_xlabel(self, text):\n"
         "        self.xlabel = text\n"
         "def subplots():\n"
-        "    return object(), Axes()\n"
+        "    return object(), NbrefineTestAxes()\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     code = "import nbrefine_plotlib\nfig, ax = nbrefine_plotlib.subplots()\nax.set_titel('sales')"
