@@ -79,6 +79,11 @@ class Payload:
     def __reduce__(self):
         return (eval, ({_SNAPSHOT_EXPR!r},))
 data = pickle.dumps(Payload())
+"""
+
+# Writes a pickle into every pipe the trial holds (the result pipe among them), then leaves.
+_PIPE_WRITE = """
+import os, stat, struct
 message = struct.pack("!Q", len(data)) + data
 for name in os.listdir("/proc/self/fd"):
     try:
@@ -510,7 +515,7 @@ raise ValueError("case iopub")
     ),
     _c(
         "forge the trial's result: a pickle on the result pipe",
-        _FORGE,
+        _FORGE + _PIPE_WRITE,
         "refused",
         "failed",
         "exited",
@@ -553,19 +558,6 @@ def int80(nr, *args):
     if result < 0:
         raise OSError(-result, f"int 0x80 syscall {nr} refused")
     return result
-"""
-
-# Writes a pickle into every pipe the trial holds (the result pipe among them), then leaves.
-_PIPE_WRITE = """
-import os, stat, struct
-message = struct.pack("!Q", len(data)) + data
-for name in os.listdir("/proc/self/fd"):
-    try:
-        if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
-            os.write(int(name), message)
-    except OSError:
-        pass
-os._exit(0)
 """
 
 # A hand-made pickle of TrialOutcome(status="passed") (allowlisted class, no nbrefine import).

@@ -162,3 +162,26 @@ class RealKernel:
         out = self.ok(f"print({JSON_MARK!r} + __import__('json').dumps({expr}))", timeout)
         line = next(ln for ln in out["stdout"].splitlines() if ln.startswith(JSON_MARK))
         return json.loads(line[len(JSON_MARK) :])
+
+
+# The configuration every adversarial suite starts a case from (each adds its own lines).
+ADVERSARIAL_SETUP = """\
+%reset -f
+%load_ext nbrefine
+%config Refine.display = 'text'
+%config Refine.response_cache = False
+%config Refine.provider = 'anthropic'
+%config Refine.quick_fixes = False
+%config Refine.sandbox = 'fork'
+%config Refine.max_retries = 0
+%config Refine.request_timeout = 20.0
+"""
+
+
+def adversarial_kernel(base_url: str, transport: str, **env: str) -> RealKernel:
+    """A kernel for an adversarial suite: the model is the loopback fake at ``base_url``; no
+    NBREFINE_/ANTHROPIC_ settings of this process leak in; ``env`` adds variables."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
+    clean.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="sk-adv-dummy-key")
+    clean.update(env)
+    return RealKernel(clean, transport=transport)

@@ -47,7 +47,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from adversarial_cases import CASES, Case
 from fake_anthropic import FakeAnthropic
-from kernel_io import RealKernel, children_of, collect, read_proc_stat
+from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel, children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -87,20 +87,14 @@ ORIGINAL_FILES = {
     "data.bin": b"DATA-BIN-0000000",  # 16 bytes, mapped by the kernel's np.memmap
 }
 
-SETUP = """\
-%reset -f
-%load_ext nbrefine
-%config Refine.display = 'text'
-%config Refine.response_cache = False
-%config Refine.provider = 'anthropic'
-%config Refine.quick_fixes = False
-%config Refine.sandbox = 'fork'
-%config Refine.max_retries = 0
-%config Refine.request_timeout = 20.0
+SETUP = (
+    ADVERSARIAL_SETUP
+    + """\
 %config Refine.max_attempts = 1
 %config Refine.timeout = 3.0
 %config Refine.memory_limit_mb = 4096
 """
+)
 
 STATE_SETUP = """\
 import os, sys, json, sqlite3, mmap, builtins
@@ -405,10 +399,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 @pytest.fixture(scope="module", params=["tcp", "ipc"])
 def module_kernel(request: pytest.FixtureRequest, fake: FakeAnthropic, world: World) -> Iterator[Kernel]:
     """A kernel on each transport ipykernel offers: tcp, and ipc (unix sockets with a path)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
-    env.update(
-        ANTHROPIC_BASE_URL=fake.base_url,
-        ANTHROPIC_API_KEY="sk-adv-dummy-key",
+    kernel = adversarial_kernel(
+        fake.base_url,
+        request.param,
         MY_SERVICE_TOKEN=SERVICE_TOKEN,
         DB_PASSWORD="env-db-password-4242",
         NBREFINE_ADV_RUN=RUN_MARK,
@@ -416,7 +409,6 @@ def module_kernel(request: pytest.FixtureRequest, fake: FakeAnthropic, world: Wo
         IPYTHONDIR=str(world.root / "ipython"),
         NBREFINE_TEST_IPC_DIR=str(world.root),
     )
-    kernel = Kernel(env, transport=request.param)
     CONNECTION_FILES.add(kernel.km.connection_file)
     yield kernel
     kernel.shutdown()

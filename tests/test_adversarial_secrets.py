@@ -12,7 +12,6 @@ Part of the adversarial suite (tests/test_adversarial.py holds the sandbox escap
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import sys
@@ -24,25 +23,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic
-from kernel_io import RealKernel
+from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(180)
 
 ENV_PASSWORD = "envpw-" + secrets.token_hex(8)  # DB_PASSWORD in the kernel's environment
 API_KEY = "sk-ant-api03-" + secrets.token_urlsafe(30)  # ANTHROPIC_API_KEY (the fake ignores it)
 
-SETUP = """\
-%reset -f
-%load_ext nbrefine
-%config Refine.display = 'text'
-%config Refine.response_cache = False
-%config Refine.provider = 'anthropic'
-%config Refine.quick_fixes = False
-%config Refine.sandbox = 'fork'
-%config Refine.max_retries = 0
-%config Refine.request_timeout = 20.0
-%config Refine.timeout = 5.0
-"""
+SETUP = ADVERSARIAL_SETUP + "%config Refine.timeout = 5.0\n"
 
 PROMPTS_EXPR = "[p for p in __import__('nbrefine').last_session().prompts]"
 STDOUTS_EXPR = (
@@ -106,9 +94,9 @@ def fake() -> Iterator[FakeAnthropic]:
 @pytest.fixture(scope="module", params=["tcp", "ipc"])
 def module_kernel(request: pytest.FixtureRequest, fake: FakeAnthropic) -> Iterator[RealKernel]:
     """A kernel on each transport ipykernel offers, like the rest of the adversarial suite."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
-    env.update(ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY=API_KEY, DB_PASSWORD=ENV_PASSWORD)
-    kernel = RealKernel(env, transport=request.param)
+    kernel = adversarial_kernel(
+        fake.base_url, request.param, ANTHROPIC_API_KEY=API_KEY, DB_PASSWORD=ENV_PASSWORD
+    )
     yield kernel
     kernel.shutdown()
 

@@ -17,7 +17,6 @@ through the official SDK, as in tests/test_adversarial.py.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,23 +27,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic
-from kernel_io import RealKernel
+from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(180)
 
-SETUP = """\
-%reset -f
-%load_ext nbrefine
-%config Refine.display = 'text'
-%config Refine.response_cache = False
-%config Refine.provider = 'anthropic'
-%config Refine.quick_fixes = False
-%config Refine.sandbox = 'fork'
-%config Refine.max_retries = 0
-%config Refine.request_timeout = 20.0
-%config Refine.timeout = 5.0
-values = [1, 2, 3]
-"""
+SETUP = ADVERSARIAL_SETUP + "%config Refine.timeout = 5.0\nvalues = [1, 2, 3]\n"
 
 # What the tests read of the last session. getattr: the same expression runs on code without the
 # new attributes (the tests were first run red against it).
@@ -83,10 +70,8 @@ def module_kernel(
     request: pytest.FixtureRequest, fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RealKernel]:
     """A kernel on each transport ipykernel offers, like the rest of the adversarial suite."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
-    env.update(ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY="sk-adv-verify-dummy")
-    env["NBREFINE_TEST_IPC_DIR"] = str(tmp_path_factory.mktemp("ipc"))
-    kernel = RealKernel(env, transport=request.param)
+    ipc_dir = str(tmp_path_factory.mktemp("ipc"))
+    kernel = adversarial_kernel(fake.base_url, request.param, NBREFINE_TEST_IPC_DIR=ipc_dir)
     yield kernel
     kernel.shutdown()
 
