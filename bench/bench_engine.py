@@ -268,13 +268,14 @@ CASES = (
     ),
     Case(
         "assert on big.sum()",
-        'total = big.sum()\nassert total == big.size * 2, "every element should be 2"',
-        ('total = big.sum()\nassert total == big.size * 1, "every element should be 1"',),
+        # The scripted fixes keep the asserts (a fix that edits one is not "verified").
+        'factor = 2\ntotal = big.sum()\nassert total == big.size * factor, "every element should be 2"',
+        ('factor = 1\ntotal = big.sum()\nassert total == big.size * factor, "every element should be 2"',),
     ),
     Case(
         "assert calling big.mean()",
-        'assert big.mean() == 2.0, "mean of the array"',
-        ('assert big.mean() == 1.0, "mean of the array"',),
+        'expected = 2.0\nassert big.mean() == expected, "mean of the array"',
+        ('expected = 1.0\nassert big.mean() == expected, "mean of the array"',),
     ),
     Case(
         "NameError (typo)",

@@ -854,14 +854,19 @@ def harden(
     hidden_paths: Iterable[str] = (),
     is_secret_env: Callable[[str, str], bool] | None = None,
     prepared: Prepared | None = None,
+    contain_only: bool = False,
 ) -> list[str]:
     """Apply every layer that this system supports; return the names of those now active.
 
     ``hidden_paths`` are made unreadable besides :func:`secret_paths`; ``is_secret_env(name,
-    value)`` says which environment variables to remove."""
+    value)`` says which environment variables to remove. ``contain_only``: for the user's own
+    code (assert operands evaluated again): side effects are contained exactly as in a trial,
+    but nothing is hidden from reading, which saves the ~10 ms of finding what to hide."""
     active: list[str] = []
     linux = sys.platform.startswith("linux")
-    if prepared is not None:
+    if contain_only:
+        hidden, prepared = [], Prepared([], [], _shared_mappings() if linux else [])
+    elif prepared is not None:
         hidden = prepared.hidden
         keep_fds = {*keep_fds, *prepared.fds()}
     else:
@@ -883,13 +888,13 @@ def harden(
                 active.append("netns")
             if mounts and _mount_scratch(scratch, policy.scratch_mb):
                 active.append("scratch-quota")
-                folder = None if policy.allow_writes else _overlay_working_folder(scratch)
+                folder = None if policy.allow_writes or contain_only else _overlay_working_folder(scratch)
                 # Writable means readable too, so only when no credential file is left in the view.
                 if folder is not None and _remove_from_view(folder, hidden):
                     writable.append(folder)
                     active.append("cwd-overlay")
     with contextlib.suppress(OSError, ValueError):
-        if _wipe_environment(is_secret_env):
+        if not contain_only and _wipe_environment(is_secret_env):
             active.append("no-secrets")
     if linux:
         with contextlib.suppress(OSError, AttributeError, KeyError):

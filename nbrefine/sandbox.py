@@ -391,7 +391,7 @@ def call_in_fork(fn: Callable[[], R], timeout_s: float = 2.0, *, hardened: bool 
     def child(write_fd: int, scratch: str) -> None:
         _enter_child()
         if hardened:
-            harden(TrialPolicy(), scratch, timeout_s=timeout_s, keep_fds={write_fd})
+            harden(TrialPolicy(), scratch, timeout_s=timeout_s, keep_fds={write_fd}, contain_only=True)
         try:
             result: tuple[bool, object] = (True, fn())
         except Exception as err:
