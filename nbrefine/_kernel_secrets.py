@@ -1,6 +1,7 @@
-"""What a trial forked from a Jupyter kernel must not hold: the kernel's session key and the
-way to its connection file. IPython-side (it knows ipykernel), used by the magics when they
-build the sandbox options; imports nothing from ipykernel that is not already loaded.
+"""What a trial forked from a Jupyter kernel must not hold: the kernel's session key, its
+connection details and the way to its connection file. IPython-side (it knows ipykernel), used
+by the magics when they build the sandbox options; imports nothing from ipykernel that is not
+already loaded.
 """
 
 from __future__ import annotations
@@ -57,6 +58,24 @@ def _sessions() -> list[Any]:
     return list(found.values())
 
 
+_CONNECTION_TRAITS = (
+    "connection_file",
+    "ip",
+    "shell_port",
+    "iopub_port",
+    "stdin_port",
+    "control_port",
+    "hb_port",
+)
+
+
+def _forget_connection(app: Any) -> None:
+    """The connection details go too: a trial has no business knowing where the kernel listens."""
+    for name in _CONNECTION_TRAITS:
+        with contextlib.suppress(Exception):
+            setattr(app, name, "" if name in ("connection_file", "ip") else 0)
+
+
 def forget_kernel_secrets() -> None:
     """In a forked child: blank the kernel's session key and signer, so that a candidate cannot
     sign messages to the live kernel (over ipc, the network namespace does not stand in its
@@ -69,3 +88,6 @@ def forget_kernel_secrets() -> None:
             session.auth = None
             if isinstance(key, bytes):
                 _zero(key)
+    app = _kernel_app()
+    if app is not None:
+        _forget_connection(app)

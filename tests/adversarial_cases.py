@@ -684,6 +684,8 @@ from ipykernel.kernelapp import IPKernelApp
 app = IPKernelApp.instance()
 if app.session.key:
     leaks.append("IPKernelApp.session.key")
+if app.shell_port or app.connection_file:
+    leaks.append(f"connection details: port {app.shell_port}, file {app.connection_file!r}")
 try:
     with open(app.connection_file) as fh:
         if "key" in fh.read():
