@@ -883,6 +883,7 @@ class _Cell:
     keys: set[tuple[str, str]]
     own: list[str]
     statements: list[ast.stmt]
+    reads: set[str]  # names the cell reads
 
     @classmethod
     def of(cls, task: RepairTask) -> _Cell:
@@ -922,6 +923,9 @@ class _Cell:
             keys=keys,
             own=[line.strip() for line in code.split("\n") if line.strip()],
             statements=statements,
+            reads={n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            if tree is not None
+            else set(),
         )
 
     def is_own(self, code: str) -> bool:
@@ -988,6 +992,10 @@ class _Judge:
             spliced = self.splice(code, tree)
             if spliced is not None:
                 found.append((spliced, cell.checks, "in place of the statements it redefines"))
+            # nbgrader's test cell fails on a name the answer cell above was to define: code
+            # defining it is that answer, whether or not it looks like the failing cell.
+            if any(kind == "name" and name in cell.reads for kind, name in keys - cell.keys):
+                found.append((f"{code}\n{cell.code}", cell.checks, "run before the cell"))
         if "\n" not in code.strip() and len(tree.body) == 1:
             found.extend(self.line_swaps(code.strip(), tree.body[0], header))
             if not header and isinstance(tree.body[0], ast.Expr):

@@ -260,10 +260,12 @@ class GatedProvider:
 
     def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
         for attempt in range(self.retries + 1):
-            over = self.gate.over_budget()
-            if over:
-                raise ProviderError(over)
             with self.gate.slot():
+                # Checked once the slot is held, and charged before it is let go: a job that
+                # waited for the slot sees what the one before it spent.
+                over = self.gate.over_budget()
+                if over:
+                    raise ProviderError(over)
                 try:
                     reply = self.inner.complete(request, on_text)
                 except (ProviderRateLimitError, ProviderOverloadedError) as err:
@@ -271,8 +273,8 @@ class GatedProvider:
                     if attempt == self.retries:
                         raise
                     continue
+                self.gate.charge(*_cost(reply))
             self.model = self.inner.model
-            self.gate.charge(*_cost(reply))
             return reply
         raise AssertionError("unreachable: the last attempt returns or raises")
 

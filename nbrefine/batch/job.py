@@ -91,6 +91,8 @@ class NotebookResult:
     report: dict[str, Any] = field(default_factory=dict)  # cli.report_data, and more
     timings: dict[str, float] = field(default_factory=dict)
     worker: str = ""  # host:pid of the process that ran it
+    started_at: float = 0.0  # time.time() when the job began, and when it ended
+    ended_at: float = 0.0
 
 
 def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
@@ -100,12 +102,14 @@ def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
 
     started = time.perf_counter()
     result = NotebookResult(task.index, task.path, "error", worker=f"{socket.gethostname()}:{os.getpid()}")
+    result.started_at = time.time()
     result.timings["queued_s"] = round(max(0.0, time.time() - task.submitted), 3) if task.submitted else 0.0
     try:
         _run(task, result, emit or (lambda kind, data: None))
     except CliError as err:
         result.status, result.message = "error", str(err)
     result.timings["total_s"] = round(time.perf_counter() - started, 3)
+    result.ended_at = time.time()
     return result
 
 

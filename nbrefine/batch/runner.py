@@ -118,9 +118,14 @@ class BatchRun:
         self.resumed_usage = GateState()
         for index, item in enumerate(self.inputs):
             if item.problem:
-                self._add({"input": str(item.path), "path": str(item.path), "status": "error",
-                           "message": item.problem})  # fmt: skip
-                self.display.finished(f"! {item.path}: {item.problem}", ran=False)
+                entry = {
+                    "input": str(item.path),
+                    "path": str(item.path),
+                    "status": "error",
+                    "message": item.problem,
+                }
+                self._add(entry)
+                self.display.finished(_line(entry), ran=False)
                 continue
             earlier = self.record.done_before(item.path, item.output) if self.opts.resume else None
             if earlier is None:
@@ -204,6 +209,8 @@ class BatchRun:
             "feedback": None,
             "nbgrader": None if place is None else vars(place),
             "worker": result.worker,
+            "started_at": result.started_at,
+            "ended_at": result.ended_at,
             "timings": result.timings,
             "report": result.report,
         }
@@ -306,7 +313,8 @@ def _line(entry: dict[str, Any]) -> str:
     s = (entry.get("report") or {}).get("summary") or {}
     fixed = sum(c.get("status") == "fixed" for c in (entry.get("report") or {}).get("cells") or [])
     took = float((entry.get("timings") or {}).get("total_s") or 0.0)
-    what = f"{s.get('cells_run', 0)} cells, {s.get('failed', 0)} failed, {fixed} fixed"
+    cells = int(s.get("cells_run") or 0)
+    what = f"{cells} cell{'' if cells == 1 else 's'}, {s.get('failed', 0)} failed, {fixed} fixed"
     if status == "pass":
         return f"✓ {path}: every cell passes ({what}, {took:.1f} s)"
     stopped = f"; {entry['message']}" if entry.get("message") else ""

@@ -1,0 +1,62 @@
+"""The no-solution guard, for the class reports of ``nbrefine fix --mode ...`` over nbgrader folders.
+
+nbgrader puts a student's answer and its autograder test in two cells; when the answer fails, the
+test cell fails too, on a name the answer was meant to define. A hint for the *test* cell that
+shows the code defining that name gives the answer away: the guard must withhold it although
+it neither resembles the test cell nor redefines anything in it.
+"""
+
+from __future__ import annotations
+
+import linecache
+from typing import Any
+
+import pytest
+
+from nbrefine.capture import capture_failure
+from nbrefine.context import Redactor
+from nbrefine.prompt import RepairTask
+from nbrefine.sandbox import LiveForkRunner
+from nbrefine.teaching import WITHHELD_BLOCK, guard_reply
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def failing(code: str, namespace: dict[str, Any]) -> tuple[RepairTask, LiveForkRunner]:
+    """Run ``code`` for real on ``namespace``; the task and a runner on the state before."""
+    before = dict(namespace)
+    linecache.cache["<cell>"] = (len(code), None, code.splitlines(keepends=True), "<cell>")
+    try:
+        exec(compile(code, "<cell>", "exec"), namespace)
+    except Exception as err:
+        failure = capture_failure(
+            err, code=code, code_filename="<cell>", user_globals=namespace, run_unsafe=lambda fn: fn()
+        )
+    else:
+        raise AssertionError("the cell was meant to fail")
+    return RepairTask(code=code, failures=(failure,), namespace=before), LiveForkRunner(
+        dict(before), Redactor(environ={})
+    )
+
+
+TEST_CELL = "assert total == 8.0"  # nbgrader's autograder cell; the answer cell above it failed
+
+
+def test_the_answer_to_the_cell_above_is_withheld_from_the_test_cells_hint() -> None:
+    task, runner = failing(TEST_CELL, {"prices": [2.5, 4.0, 1.5]})
+    reply = "Just use this:\n\n```python\ntotal = sum(prices)\ntotal\n```\n\nThen the test passes."
+
+    guarded = guard_reply(reply, task, runner, timeout_s=5)
+
+    assert guarded.withheld == 1, guarded.snippets
+    assert "sum(prices)" not in guarded.text and WITHHELD_BLOCK in guarded.text
+    assert guarded.snippets[0].reason == "it passes run before the cell"
+
+
+def test_code_before_the_cell_that_does_not_make_it_pass_is_shown() -> None:
+    task, runner = failing(TEST_CELL, {"prices": [2.5, 4.0, 1.5]})
+    reply = "Something like this shape, but check the numbers:\n\n```python\ntotal = max(prices)\n```"
+
+    guarded = guard_reply(reply, task, runner, timeout_s=5)
+
+    assert guarded.withheld == 0 and guarded.text == reply
