@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .base import DECLINED, ProviderReply, ProviderRequest, RepairContext, TextCallback
+from ..base import DECLINED, ProviderReply, ProviderRequest, RepairContext, TextCallback
 
 __all__ = ["Fix", "OfflineProvider", "propose_fixes"]
 
