@@ -8,7 +8,7 @@ prints /proc figures) is tried in:
 1. **fork**: :class:`nbrefine.sandbox.Snapshot` (the default sandbox): the time to take the
    snapshot, and the trial start latency (``outcome.start_latency_s``, from asking the
    snapshot to the candidate running in a fresh fork of it);
-2. **spawn**: :class:`nbrefine.spawn.SpawnRunner`: a fresh ``python -m nbrefine._spawn_worker``
+2. **spawn**: :class:`nbrefine.sandbox.SpawnRunner`: a fresh ``python -m nbrefine.sandbox._spawn_worker``
    that gets cloudpickled copies of the names the candidate uses (``big`` and ``df``);
    ``outcome.start_latency_s`` covers finding the names, pickling, sending, starting the
    interpreter, unpickling and hardening;
@@ -29,7 +29,7 @@ Extra memory (peak, MiB):
   bench process's peak RSS growth during ``run()`` (the pickles);
 * naive: the child's ``VmHWM``.
 
-:data:`nbrefine.spawn.MAX_VALUE_BYTES` (1 GiB) refuses to ship larger values. A 1 GiB array
+:data:`nbrefine.sandbox.spawn.MAX_VALUE_BYTES` (1 GiB) refuses to ship larger values. A 1 GiB array
 pickles to a little more than that, so at 1 GiB the bench makes one spawn attempt with the
 full array (reported as refused when it is) and measures spawn with ``big`` rebound to its
 first 900 MiB (a view, under the 95% guard spawn applies before pickling): the fork and naive
@@ -68,7 +68,7 @@ import pandas as pd
 
 from nbrefine.context import Redactor
 from nbrefine.sandbox import SandboxOptions, Snapshot, TrialOutcome, TrialSpec
-from nbrefine.spawn import MAX_VALUE_BYTES, SpawnRunner
+from nbrefine.sandbox.spawn import MAX_VALUE_BYTES, SpawnRunner
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -697,7 +697,7 @@ def report(results: list[StateResult], warm: dict[str, float], args: argparse.Na
     if any(r.spawn_refused for r in results):
         out.append(
             "spawn at 1 GiB: the size guard "
-            f"(nbrefine.spawn.MAX_VALUE_BYTES = {MAX_VALUE_BYTES / MIB:.0f} MiB) "
+            f"(nbrefine.sandbox.spawn.MAX_VALUE_BYTES = {MAX_VALUE_BYTES / MIB:.0f} MiB) "
             f"refused the full array, so spawn was measured with big = big[:{SPAWN_CAP_BYTES // 8}] "
             f"({_size(SPAWN_CAP_BYTES)}); fork and naive used the full 1 GiB."
         )

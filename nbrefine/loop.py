@@ -15,10 +15,9 @@ from typing import Any, Protocol
 
 from ._errors import ProviderError
 from .context import Redactor
-from .limits import TrialPolicy
 from .prompt import ParsedReply, RepairTask, build_request, parse_reply
 from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
-from .sandbox import TrialOutcome, TrialSpec
+from .sandbox import TrialOutcome, TrialPolicy, TrialSpec
 from .verify import Gate
 
 __all__ = [

@@ -32,7 +32,6 @@ from .history import (
     notebook_cells,
     notebook_path,
 )
-from .limits import TrialPolicy
 from .loop import Attempt, LoopConfig, Verifier
 from .prompt import RepairTask
 from .providers import Provider, ProviderSettings, make_provider, resolve_provider_name
@@ -41,13 +40,15 @@ from .sandbox import (
     LiveForkRunner,
     SandboxOptions,
     Snapshot,
+    SpawnRunner,
     TrialOutcome,
+    TrialPolicy,
     TrialSpec,
     call_in_fork,
+    fork_unsafe_reason,
     run_checks,
 )
 from .session import RefineJob, RefineSession, SessionStateError, UnverifiedFixError, last_session
-from .spawn import SpawnRunner, fork_unsafe_reason
 from .teaching import (
     MODES,
     OfflineTutor,

@@ -45,12 +45,11 @@ from ._argparse import StrictParser
 from ._errors import NbrefineError, ProviderError
 from .capture import Failure
 from .context import Redactor
-from .limits import TrialPolicy
 from .loop import TrialRunner, normalize_code
 from .prompt import RepairTask, build_request, clip
 from .providers import offline as _offline
 from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, RepairContext, TextCallback
-from .sandbox import TrialSpec
+from .sandbox import TrialPolicy, TrialSpec
 
 __all__ = [
     "MODES",

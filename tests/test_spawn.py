@@ -1,6 +1,6 @@
 """The spawn fallback: trials in a fresh interpreter that gets copies of the names they use.
 
-Every trial here starts a real ``python -m nbrefine._spawn_worker`` process."""
+Every trial here starts a real ``python -m nbrefine.sandbox._spawn_worker`` process."""
 
 from __future__ import annotations
 
@@ -18,9 +18,14 @@ import pandas as pd
 import pytest
 
 from nbrefine.context import Redactor
-from nbrefine.limits import TrialPolicy
-from nbrefine.sandbox import SandboxOptions, TrialSpec
-from nbrefine.spawn import SpawnRunner, fork_unsafe_reason, names_to_ship
+from nbrefine.sandbox import (
+    SandboxOptions,
+    SpawnRunner,
+    TrialPolicy,
+    TrialSpec,
+    fork_unsafe_reason,
+    names_to_ship,
+)
 
 NOTEBOOK_CELL = """\
 scale = 3

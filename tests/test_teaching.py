@@ -274,7 +274,7 @@ def test_a_timeout_withholds_and_so_does_running_out_of_trials():
 
 
 def test_trials_use_the_cells_checks_and_the_given_sandbox_policy():
-    from nbrefine.limits import TrialPolicy
+    from nbrefine.sandbox import TrialPolicy
 
     task, _ = failing("def f(x):\n    return x\n", checks=("assert f(2) == 4",))
     runner = _BrokenRunner()

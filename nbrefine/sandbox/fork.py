@@ -44,10 +44,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from ._errors import SandboxError
-from .capture import Failure, capture_failure
-from .context import Redactor, summarize_value
-from .limits import PolicyRefusal, Prepared, TrialPolicy, harden, prepare
+from .._errors import SandboxError
+from ..capture import Failure, FrameInfo, capture_failure
+from ..context import Redactor, ValueSummary, summarize_value
+from .hardening import PolicyRefusal, Prepared, TrialPolicy, harden, prepare
 
 __all__ = [
     "SandboxOptions",
@@ -216,13 +216,9 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
 # What a message from a trial (or from the snapshot process) may contain. Model-written code
 # runs in the trial and can write anything into its result pipe: unpickling it unrestricted
 # would run that code here, outside every sandbox layer. Hence an allowlist, and a size cap.
+# Named from the classes themselves, so that moving a class moves its entry too.
 _ALLOWED_GLOBALS = frozenset(
-    {
-        ("nbrefine.sandbox", "TrialOutcome"),
-        ("nbrefine.capture", "Failure"),
-        ("nbrefine.capture", "FrameInfo"),
-        ("nbrefine.context", "ValueSummary"),
-    }
+    (klass.__module__, klass.__qualname__) for klass in (TrialOutcome, Failure, FrameInfo, ValueSummary)
 )
 # No callables from builtins: the containers and numbers an outcome holds have opcodes of their
 # own, while ``builtins.bytes(2**31)`` in a 40-byte pickle allocated 2 GiB where it was read.

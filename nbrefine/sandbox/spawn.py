@@ -47,10 +47,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..capture import Failure
+from ..context import Redactor
 from . import _spawn_worker
-from .capture import Failure
-from .context import Redactor
-from .sandbox import _HEADER, SandboxOptions, TrialOutcome, TrialSpec, _read_msg
+from .fork import _HEADER, SandboxOptions, TrialOutcome, TrialSpec, _read_msg
 
 __all__ = ["SpawnRunner", "fork_unsafe_reason", "names_to_ship"]
 
@@ -493,7 +493,7 @@ class SpawnRunner:
         try:
             with open(errors_path, "wb") as errors:
                 process = subprocess.Popen(
-                    [self.python, "-m", "nbrefine._spawn_worker"],
+                    [self.python, "-m", "nbrefine.sandbox._spawn_worker"],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     stderr=errors,

@@ -24,7 +24,7 @@ import types
 from dataclasses import replace
 from typing import Any
 
-from .sandbox import _HEADER, TrialSpec, _trial_child, _write_msg
+from .fork import _HEADER, TrialSpec, _trial_child, _write_msg
 
 __all__ = ["load_code", "main", "shared_globals"]
 
@@ -129,7 +129,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the copy of this module that pickles refer to (nbrefine._spawn_worker), not __main__.
-    from nbrefine._spawn_worker import main as _main
+    # Run the copy of this module that pickles refer to (nbrefine.sandbox._spawn_worker), not __main__.
+    from nbrefine.sandbox._spawn_worker import main as _main
 
     _main()

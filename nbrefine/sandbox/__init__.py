@@ -1,0 +1,41 @@
+"""The trial sandbox: candidate code runs here, never in the kernel.
+
+- :mod:`.fork`: the default: trials in forks of a snapshot of the kernel (or of its live state);
+- :mod:`.spawn` (and :mod:`._spawn_worker`): the fallback where forking is unsafe: a fresh
+  interpreter that gets cloudpickled copies of the names a candidate uses;
+- :mod:`.hardening`: the layers that confine every trial process (was ``nbrefine.limits``).
+
+May import the standard library, :mod:`nbrefine._errors` and the grounding modules (failure
+capture, value summaries, redaction); never the engine, the providers, IPython or the CLI.
+"""
+
+from __future__ import annotations
+
+from .fork import (
+    LiveForkRunner,
+    SandboxOptions,
+    Snapshot,
+    TrialOutcome,
+    TrialSpec,
+    call_in_fork,
+    fork_supported,
+    run_checks,
+)
+from .hardening import PolicyRefusal, TrialPolicy
+from .spawn import SpawnRunner, fork_unsafe_reason, names_to_ship
+
+__all__ = [
+    "LiveForkRunner",
+    "PolicyRefusal",
+    "SandboxOptions",
+    "Snapshot",
+    "SpawnRunner",
+    "TrialOutcome",
+    "TrialPolicy",
+    "TrialSpec",
+    "call_in_fork",
+    "fork_supported",
+    "fork_unsafe_reason",
+    "names_to_ship",
+    "run_checks",
+]
