@@ -563,7 +563,7 @@ def int80(nr, *args):
 # A hand-made pickle of TrialOutcome(status="passed") (allowlisted class, no nbrefine import).
 _FORGED_PASS = (
     "import pickle\n"
-    "data = (b'\\x80\\x04cnbrefine.sandbox.fork\\nTrialOutcome\\n)\\x81}(\\x8c\\x06status\\x8c\\x06passed'\n"
+    "data = (b'\\x80\\x04cnbrefine.sandbox.trial\\nTrialOutcome\\n)\\x81}(\\x8c\\x06status\\x8c\\x06passed'\n"
     "        b'\\x8c\\x06layers)ub.')\n"
 )
 # A 40-byte pickle that allocates 2 GiB where it is unpickled: builtins.bytes(2**31 - 1).

@@ -55,7 +55,7 @@ SERVICE_TOKEN = "svc-" + secrets.token_hex(16)  # in the kernel's environment as
 RUN_MARK = "adv-" + secrets.token_hex(8)  # in the kernel's environment as NBREFINE_ADV_RUN
 LEAK = "ADV-LEAK"
 TRIGGER = 'raise ValueError("trigger")'
-OUTPUT_CAP = 1_000_000  # nbrefine.sandbox.fork._OUTPUT_CAP
+OUTPUT_CAP = 1_000_000  # nbrefine.sandbox.trial.OUTPUT_CAP
 
 BIG_SETUP = """\
 import mmap

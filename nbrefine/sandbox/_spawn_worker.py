@@ -1,9 +1,9 @@
-"""The process of one spawn trial: ``python -m nbrefine._spawn_worker`` (see :mod:`nbrefine.spawn`).
+"""The process of one spawn trial: ``python -m nbrefine.sandbox._spawn_worker`` (see :mod:`.spawn`).
 
-Reads the trial from stdin (framed like :mod:`nbrefine.sandbox` messages: a pickled dict of
+Reads the trial from stdin (framed like :mod:`.wire` messages: a pickled dict of
 metadata, then one frame per shipped value), loads the values into a fresh ``__main__``
 namespace, tells the kernel it is ready (with the values it could not load), then runs the
-trial exactly as a fork trial does: :func:`nbrefine.sandbox._trial_child` makes the streams
+trial exactly as a fork trial does: :func:`.execute.trial_child` makes the streams
 private, hardens this process and writes the outcome to the result pipe. Always leaves with
 ``os._exit``. Small import footprint: no IPython, no cloudpickle unless a value needs it.
 """
@@ -24,7 +24,9 @@ import types
 from dataclasses import replace
 from typing import Any
 
-from .fork import _HEADER, TrialSpec, _trial_child, _write_msg
+from .execute import trial_child
+from .trial import TrialSpec
+from .wire import HEADER, write_msg
 
 __all__ = ["load_code", "main", "shared_globals"]
 
@@ -56,7 +58,7 @@ def _read_exact(stream: io.FileIO, size: int) -> bytearray:
 
 
 def _read_frame(stream: io.FileIO) -> bytearray:
-    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    (size,) = HEADER.unpack(_read_exact(stream, HEADER.size))
     return _read_exact(stream, size)
 
 
@@ -108,18 +110,18 @@ def main() -> None:
         linecache.cache.update(meta["sources"])
         namespace, failed = _load(stdin, meta)
         spec = _with_cpu_allowance(meta["spec"])
-        _write_msg(result_fd, ("ready", failed))
+        write_msg(result_fd, ("ready", failed))
     except BaseException as err:
         with contextlib.suppress(Exception):  # stderr is a file the kernel reads on a failed start
             traceback.print_exc()
             sys.stderr.flush()
         if result_fd >= 0:
             with contextlib.suppress(Exception):
-                _write_msg(result_fd, ("error", _reason(err)))
+                write_msg(result_fd, ("error", _reason(err)))
         os._exit(70)
     code = 0
     try:
-        _trial_child(
+        trial_child(
             result_fd, spec, namespace, meta["redactor"], meta["options"], meta["scratch"], meta["token"]
         )
     except BaseException:

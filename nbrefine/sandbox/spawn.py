@@ -3,9 +3,9 @@
 A fork of the kernel is the best sandbox (every object, copy-on-write, in milliseconds),
 but it is not always possible: there may be no ``fork()`` (Windows), fork may be unsafe
 (macOS system frameworks, a CUDA context in the kernel), or the user turned it off. Then
-:class:`SpawnRunner` starts ``python -m nbrefine._spawn_worker`` for every candidate and
+:class:`SpawnRunner` starts ``python -m nbrefine.sandbox._spawn_worker`` for every candidate and
 sends it cloudpickled copies of the names the candidate (and its checks) use. The worker
-hardens itself with :func:`nbrefine.limits.harden` and runs the candidate with the same
+hardens itself with :func:`nbrefine.sandbox.hardening.harden` and runs the candidate with the same
 code as a fork trial, so the limits and the typed :class:`~nbrefine.sandbox.TrialOutcome`
 are the same.
 
@@ -50,7 +50,8 @@ from typing import Any
 from ..capture import Failure
 from ..context import Redactor
 from . import _spawn_worker
-from .fork import _HEADER, SandboxOptions, TrialOutcome, TrialSpec, _read_msg
+from .trial import SandboxOptions, TrialOutcome, TrialSpec
+from .wire import HEADER, read_msg
 
 __all__ = ["SpawnRunner", "fork_unsafe_reason", "names_to_ship"]
 
@@ -394,7 +395,7 @@ def _kill_group(pid: int) -> None:
 
 
 def _exit_detail(returncode: int) -> tuple[str, str]:
-    """Like :func:`nbrefine.sandbox._exit_detail`, from a :class:`subprocess.Popen` return code."""
+    """Like :func:`nbrefine.sandbox.wire.exit_detail`, from a :class:`subprocess.Popen` return code."""
     if returncode < 0:
         number = -returncode
         try:
@@ -517,7 +518,7 @@ class SpawnRunner:
             result.failed = self._await_ready(process, read_fd, startup_deadline, startup_s, errors_path)
             result.ready_at = time.monotonic()
             try:
-                report = _read_msg(read_fd, result.ready_at + spec.timeout_s)
+                report = read_msg(read_fd, result.ready_at + spec.timeout_s)
                 if not (isinstance(report, tuple) and len(report) == 2 and report[0] == token):
                     raise _Stop("refused", "the trial's report did not come from the trial's own reporter")
                 outcome = report[1]
@@ -573,10 +574,10 @@ class SpawnRunner:
         fd = process.stdin.fileno()
         os.set_blocking(fd, False)
         try:
-            for piece in (_HEADER.pack(len(head)), head):
+            for piece in (HEADER.pack(len(head)), head):
                 _write_all(fd, piece, deadline)
             for _, _, data in shipment.values:
-                _write_all(fd, _HEADER.pack(len(data)), deadline)
+                _write_all(fd, HEADER.pack(len(data)), deadline)
                 _write_all(fd, data, deadline)
         except BrokenPipeError:
             pass  # the worker died early: reading its answer says why
@@ -594,7 +595,7 @@ class SpawnRunner:
     ) -> dict[str, str]:
         """Wait for the worker to have loaded everything; return the values it could not load."""
         try:
-            message = _read_msg(read_fd, deadline)
+            message = read_msg(read_fd, deadline)
         except TimeoutError:
             raise _Stop(
                 "sandbox_error", f"the spawn sandbox did not start within {startup_s:.0f} s"

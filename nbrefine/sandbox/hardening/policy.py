@@ -1,0 +1,34 @@
+"""What a trial may do (:class:`TrialPolicy`) and what a candidate sees when it tries more
+(:class:`PolicyRefusal`). Standard library only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PolicyRefusal", "TrialPolicy"]
+
+
+class PolicyRefusal(PermissionError):
+    """A candidate tried something the trial sandbox does not allow.
+
+    A plain ``PermissionError`` subclass (not one of nbrefine's own errors): it is raised
+    inside model-written code, so it must look like what the OS would raise."""
+
+    def __init__(self, action: str, hint: str) -> None:
+        super().__init__(f"refused by the trial sandbox: {action} ({hint})")
+        self.action = action
+
+
+@dataclass(frozen=True)
+class TrialPolicy:
+    """What a trial may do. The defaults are strict; opt-ins are per cell."""
+
+    memory_mb: int = 4096  # address-space growth allowed over the forked size
+    cpu_s: float | None = None  # None: the trial's wall-clock timeout, plus one second
+    file_size_mb: int = 64
+    open_files: int = 1024
+    max_processes: int = 64  # processes and threads of the trial's user (RLIMIT_NPROC)
+    scratch_mb: int = 512  # total size of everything written into the scratch folder
+    allow_network: bool = False
+    allow_subprocess: bool = False
+    allow_writes: bool = False  # writes outside the scratch folder
