@@ -30,6 +30,15 @@ __all__ = ["Event", "Executor", "LocalPool"]
 
 Job = Callable[[NotebookTask, Emit], NotebookResult]
 
+PRELOAD = (
+    "jupyter_client.kernelspec",
+    "nbclient",
+    "nbformat",
+    "nbrefine.cli",
+    "nbrefine.teaching",
+    "nbrefine.providers.offline",
+    "nbrefine.batch.pool",
+)
 _STOP_GRACE_S = 15.0  # how long a cancelled worker may take to shut its kernel down
 _POLL_S = 0.2
 
@@ -64,7 +73,12 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Cancelled()
 
 
-def _worker(tasks: Any, out: Any, job: Job) -> None:
+def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str) -> None:
+    # Forked from the fork server, which started with the first batch of this process: take
+    # the client's environment and folder as they are now (a provider's key, relative paths).
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
     with contextlib.suppress(_Cancelled):
@@ -88,7 +102,10 @@ class LocalPool:
     def __init__(self, jobs: int, job: Job = repair_one) -> None:
         self.jobs = max(1, jobs)
         self.job = job
-        self._ctx = multiprocessing.get_context("spawn")  # no fork of a client with threads
+        # Workers fork from a server that imported what every job needs once (nbclient alone
+        # takes seconds): cheap to start, and no fork of the client, which has threads.
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(list(PRELOAD))
         self._tasks: Any = self._ctx.Queue()
         self._out: Any = self._ctx.Queue()
         self._workers: list[Any] = []
@@ -142,7 +159,8 @@ class LocalPool:
         return 1
 
     def _start_worker(self) -> None:
-        proc = self._ctx.Process(target=_worker, args=(self._tasks, self._out, self.job), daemon=True)
+        args = (self._tasks, self._out, self.job, dict(os.environ), os.getcwd())
+        proc = self._ctx.Process(target=_worker, args=args, daemon=True)
         proc.start()
         self._workers.append(proc)
 

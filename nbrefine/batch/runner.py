@@ -73,11 +73,12 @@ class BatchRun:
         self.executor = executor or LocalPool(opts.jobs)
         self.totals = Totals(fail_on=opts.fail_on)
         self.classroom = ClassTotals()
+        self.class_report = any(p.suffix.lower() == ".html" for p in opts.reports)
         self.inputs: list[BatchInput] = []
         self.pending: dict[int, BatchInput] = {}  # notebooks handed out and not back yet
         self.interrupted = False
         self.started = time.time()
-        self.workers: list[float] = []  # each worker's start-up (imports), seconds
+        self.workers: list[float] = []  # when each worker was ready, seconds into the batch
 
     def run(self) -> int:
         opts = self.opts
@@ -175,8 +176,8 @@ class BatchRun:
 
     def _on_event(self, event: Event) -> None:
         item = self.pending.get(event.index)
-        if event.kind == "ready":
-            self.workers.append(float(event.data.get("import_s") or 0.0))
+        if event.kind == "ready":  # seconds from the start of the batch to a worker ready to run
+            self.workers.append(time.time() - self.started)
         elif event.kind == "start":
             self.display.started()
         elif event.kind == "line" and item is not None:
@@ -248,7 +249,8 @@ class BatchRun:
     def _add(self, entry: dict[str, Any]) -> None:
         self.record.add(entry)
         self.totals.add(entry)
-        self.classroom.add(entry)
+        if self.class_report:
+            self.classroom.add(entry)
 
     def _record_not_run(self) -> None:
         done = {e.get("input") for e in self.record.entries()}
@@ -295,7 +297,7 @@ class BatchRun:
             "started": self.started,
             "duration_s": round(time.time() - self.started, 3),
             "jobs": self.opts.jobs,
-            "workers_import_s": [round(w, 3) for w in self.workers],
+            "workers_ready_s": [round(w, 3) for w in self.workers],
             "interrupted": self.interrupted,
             "exit_code": code,
             "provider": self.opts.choice.describe(),

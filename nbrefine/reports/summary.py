@@ -65,7 +65,9 @@ class Totals:
     cost_usd: float = 0.0
     cost_unknown: int = 0  # notebooks whose model replies had no known price
     seconds: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(("total_s", "kernel_start_s", "setup_s", "cells_s"), 0.0)
+        default_factory=lambda: dict.fromkeys(
+            ("total_s", "queued_s", "kernel_start_s", "setup_s", "cells_s", "shutdown_s"), 0.0
+        )
     )
     timed: int = 0  # notebooks run in this batch (not resumed), whose timings are added up
 
