@@ -28,11 +28,18 @@ _TOKENS = {
 }
 
 
+# How much of the theme's colour each token keeps: the editor themes' comment colours are too
+# faint on tinted rows (#408080 is 3.6:1 on JupyterLab Dark's background), so they keep less.
+_KEEP = {"comment": 50}
+
+
 def _token_rules() -> str:
     rules = []
     for token, classes in _TOKENS.items():
         selector = ",".join(f".nbr-panel .nbr-code {c}" for c in classes.split(","))
-        mix = f"color-mix(in srgb, var(--jp-mirror-editor-{token}-color, var(--nbr-fg)) 55%, var(--nbr-fg))"
+        keep = _KEEP.get(token, 80)
+        theme = f"var(--jp-mirror-editor-{token}-color, var(--nbr-fg))"
+        mix = f"color-mix(in srgb, {theme} {keep}%, var(--nbr-fg))"
         rules.append(f"{selector}{{color:{mix}}}")
     return "\n".join(rules)
 
@@ -71,7 +78,7 @@ _CSS = """
 .nbr-panel .nbr-head { align-items: center; gap: 8px; flex-wrap: wrap; }
 .nbr-panel .nbr-head > .widget-html { flex: 1 1 16em; }
 .nbr-panel .nbr-summary { font-size: var(--jp-ui-font-size2, 15px); font-weight: 600; }
-.nbr-panel .nbr-icon { display: inline-block; width: 1.3em; }
+.nbr-panel .nbr-icon { display: inline-block; width: 1.3em; color: var(--nbr-accent); }
 .nbr-panel .nbr-sub, .nbr-panel .nbr-progress { color: var(--nbr-muted); }
 .nbr-panel .nbr-sub code, .nbr-panel .nbr-md code, .nbr-panel .nbr-frames code {
   font-family: var(--jp-code-font-family, monospace); font-size: 0.95em; color: var(--nbr-fg);
@@ -92,7 +99,10 @@ _CSS = """
 .nbr-panel .jupyter-button:focus-visible, .nbr-panel input:focus-visible, .nbr-panel summary:focus-visible,
 .nbr-panel .nbr-code:focus-visible, .nbr-panel .widget-toggle-button:focus-visible {
   outline: 2px solid var(--nbr-focus) !important; outline-offset: 2px; }
-.nbr-panel .widget-toggle-buttons .widget-toggle-button { width: auto; padding: 0 10px; }
+.nbr-panel .widget-toggle-buttons .widget-toggle-button { width: auto; padding: 0 10px; height: 24px;
+  background: transparent; color: var(--nbr-muted); border: 1px solid var(--nbr-border); box-shadow: none; }
+.nbr-panel .widget-toggle-buttons .widget-toggle-button.mod-active { color: var(--nbr-fg);
+  border-color: var(--nbr-fg); font-weight: 600; }
 .nbr-panel .nbr-verdict { border-left: 3px solid var(--jp-warn-color1, #b26a00); padding-left: 8px; }
 .nbr-panel .nbr-label { color: var(--nbr-muted); font-size: var(--jp-ui-font-size0, 11px);
   text-transform: uppercase; letter-spacing: 0.04em; margin: 2px 0; }

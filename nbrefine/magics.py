@@ -391,7 +391,8 @@ class RefineMagics(Magics):
 
     def _start(self, session: RefineSession, run: _Run, failed_at: float) -> None:
         """Run the loop: in the background under a live panel in a notebook, else right here."""
-        print(f"nbrefine: {session.failures[0].one_line()}")
+        if not self._panel_wanted():  # a panel names the error itself, once
+            print(f"nbrefine: {session.failures[0].one_line()}")
         if session.job is not None and session.job.policy.teaching:
             session.ask_for_help()  # teaching modes: a hint, checked by the guard, never the fix
             return
@@ -404,10 +405,12 @@ class RefineMagics(Magics):
         if session.job is not None:
             session.job.release()  # no "Try again" without the panel: free the snapshot now
 
-    def _panel(self, session: RefineSession) -> Any:
+    def _panel_wanted(self) -> bool:
         mode = self.settings.display
-        in_notebook = getattr(self.ip, "kernel", None) is not None
-        if mode == "text" or (mode == "auto" and not in_notebook):
+        return mode == "widget" or (mode == "auto" and getattr(self.ip, "kernel", None) is not None)
+
+    def _panel(self, session: RefineSession) -> Any:
+        if not self._panel_wanted():
             return None
         try:
             from .widget import ReviewPanel

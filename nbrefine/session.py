@@ -434,10 +434,20 @@ class RefineSession:
 
     def attempt_lines(self) -> list[str]:
         """One line per attempt, numbered as shown to the user (provider errors left out)."""
+        offset = self.line_offset
         return [
-            f"{attempt_mark(a)} attempt {number}: {attempt_outcome(a)} ({a.duration_s:.2f} s)"
+            f"{attempt_mark(a)} attempt {number}: {attempt_outcome(a, offset)} ({a.duration_s:.2f} s)"
             for number, a in enumerate(self.tries, start=1)
         ]
+
+    @property
+    def line_offset(self) -> int:
+        """Lines of the notebook cell above the code under repair: 1 for a ``%%refine`` cell
+        (whose body is the code), so that line numbers are those the user sees in the cell."""
+        source = self.cell_source
+        if source is None or source.rstrip() == self.original_code.rstrip():
+            return 0
+        return 1 if source.lstrip().startswith("%%") else 0
 
     def headline(self) -> str:
         """What the session amounts to, in one line, decision first ("verified fix ready")."""
@@ -478,7 +488,7 @@ class RefineSession:
         bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
         parts = [bold(self.headline())]
         if self.failure is not None:
-            parts.append("the cell failed with " + describe_failure(self.failure))
+            parts.append("the cell failed with " + describe_failure(self.failure, self.line_offset))
         if self.status == "hint" and self.teaching is not None:
             parts.append(self.teaching.render())
             return "\n".join(parts)
@@ -548,19 +558,20 @@ def attempt_mark(attempt: Attempt) -> str:
     return "✔" if attempt.ok else "⚠" if attempt.changes_checks else "✘"
 
 
-def describe_failure(failure: Failure) -> str:
+def describe_failure(failure: Failure, line_offset: int = 0) -> str:
     """A failure in the user's words: "KeyError at line 2: 'Price'" (the prompt's labels, such
-    as "candidate line 1", are for the model)."""
+    as "candidate line 1", are for the model). ``line_offset``: lines of the notebook cell above
+    the code (its ``%%refine`` line)."""
     place = ""
     if failure.where.startswith("check"):
         place = f" in {failure.where}"
     elif failure.lineno:
-        place = f" at line {failure.lineno}"
+        place = f" at line {failure.lineno + line_offset}"
     detail = failure.one_line().partition(": ")[2] if ": " in failure.one_line() else ""
     return f"{failure.error_type}{place}" + (f": {detail}" if detail else "")
 
 
-def attempt_outcome(attempt: Attempt) -> str:
+def attempt_outcome(attempt: Attempt, line_offset: int = 0) -> str:
     """What one attempt's trial run did, in a few words."""
     outcome = attempt.outcome
     if outcome is None:
@@ -570,7 +581,7 @@ def attempt_outcome(attempt: Attempt) -> str:
         if attempt.changes_checks:
             text = f"passed, but changes the checks: {attempt.changes_checks}"
     elif outcome.first_failure is not None:
-        text = describe_failure(outcome.first_failure)
+        text = describe_failure(outcome.first_failure, line_offset)
         more = len(outcome.check_failures) - 1
         if more > 0:
             text += f" (and {more} more failed check{'s' if more > 1 else ''})"

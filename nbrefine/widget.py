@@ -182,17 +182,20 @@ def markdown_html(text: str) -> str:
     return f'<div class="nbr-md">{"".join(blocks)}</div>'
 
 
-def _frames_html(failure: Failure) -> str:
+def _frames_html(failure: Failure, line_offset: int = 0) -> str:
     """Where it failed: the user's own frames, and how many library frames were folded."""
     own = [frame for frame in failure.frames if frame.in_code or not frame.label.startswith("/")]
     items = []
     for frame in own or failure.frames[:1]:
-        where = "your cell" if frame.label in ("cell", "candidate") else frame.label
+        mine = frame.label in ("cell", "candidate")
+        where = "your cell" if mine else frame.label
         func = f", in {html.escape(frame.function)}" if frame.function not in ("<module>", "") else ""
         code = f" <code>{html.escape(frame.line.strip())}</code>" if frame.line.strip() else ""
-        items.append(f"<li>{html.escape(where)}, line {frame.lineno}{func}:{code}</li>")
+        line = frame.lineno + (line_offset if mine else 0)
+        items.append(f"<li>{html.escape(where)}, line {line}{func}:{code}</li>")
     if failure.lineno and not items:
-        items.append(f"<li>line {failure.lineno}: <code>{html.escape(failure.line.strip())}</code></li>")
+        line = failure.lineno + line_offset
+        items.append(f"<li>line {line}: <code>{html.escape(failure.line.strip())}</code></li>")
     return f'<ul class="nbr-frames">{"".join(items)}</ul>' if items else ""
 
 
@@ -463,7 +466,9 @@ class ReviewPanel:
 
     def _failure_text(self) -> str:
         failure = self.session.failure
-        return html.escape(describe_failure(failure)) if failure is not None else "the cell failed"
+        if failure is None:
+            return "the cell failed"
+        return html.escape(describe_failure(failure, self.session.line_offset))
 
     def _summary(self) -> str:
         """The one line at the top (the only place outside the details that names the error)."""
@@ -600,7 +605,8 @@ class ReviewPanel:
             '<div class="nbr-note">Shown above the panel while this is open.</div>',
             "nbr-tb",
         )
-        return f'<div class="nbr-label">where it failed</div>{_frames_html(failure)}{toggle}'
+        frames = _frames_html(failure, self.session.line_offset)
+        return f'<div class="nbr-label">where it failed</div>{frames}{toggle}'
 
     def _attempts_html(self, tries: list[Attempt]) -> str:
         """Each attempt on its own fold (several can be open): its outcome once, in the title,
@@ -608,7 +614,7 @@ class ReviewPanel:
         items = []
         previous, previous_label = self.session.original_code.rstrip(), "your cell"
         for number, attempt in enumerate(tries, start=1):
-            outcome = f"{attempt_outcome(attempt)} ({attempt.duration_s:.2f} s)"
+            outcome = f"{attempt_outcome(attempt, self.session.line_offset)} ({attempt.duration_s:.2f} s)"
             title = f"{attempt_mark(attempt)} Attempt {number}: {outcome}"
             body = ""
             label = f"attempt {number}"

@@ -362,3 +362,13 @@ def test_an_alternative_that_changes_the_checks_is_marked(shell):
     assert session.status == "fixed"
     body = text_of(panel.details.value)
     assert "Alternative 1 (not chosen): passed but changes the checks: drops `assert total == 6`" in body
+
+
+def test_line_numbers_are_the_cells_own_under_a_refine_line(shell):
+    session = failing_session(shell, WRONG_THEN_RIGHT, cell="x = 1\nvalue = 2 * undefined_thing")
+    assert "NameError at line 2" in text_of(ReviewPanel(session).summary.value)  # no notebook cell known
+    session.cell_source = "%%refine --provider widget-scripted\n" + session.original_code
+    panel = ReviewPanel(session)
+    assert "NameError at line 3" in text_of(panel.summary.value)  # as numbered in the notebook cell
+    assert "your cell, line 3:" in text_of(panel.details.value)
+    assert "the cell failed with NameError at line 3" in session.render_text()

@@ -1,0 +1,186 @@
+"""The review panel as a user sees it (issue 12), in a real JupyterLab 4 and Notebook 7.
+
+A DataFrame-like KeyError raised 25 library frames deep, fixed at the second attempt by the
+loopback fake of the Anthropic API. Measured on the page: the contrast of every piece of diff
+text and of the focus ring in the light and dark themes, where the decision is for a long
+traceback, how often the error is named, and the layout at 700 px. Screenshots of the panel
+go to tests/browser/artifacts/ (and, with NBREFINE_UPDATE_SCREENSHOTS=1, to docs/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+import pytest
+from browser_driver import ARTIFACTS, ROOT, App, expect
+from panel_page import box, diff_contrast, focus_ring, set_theme
+
+pytestmark = pytest.mark.timeout(300)
+
+SETUP = "\n".join(
+    [
+        "%load_ext nbrefine",
+        "%config Refine.quick_fixes = False",  # the model path, not the offline quick fixes
+        "%config Refine.max_retries = 0",
+        "%config Refine.request_timeout = 30.0",
+    ]
+)
+DEEP_LIB = '''\
+def lookup(table, key, depth=25):
+    """Recurses, so that a failure deep inside has a long traceback of library frames."""
+    if depth:
+        return lookup(table, key, depth - 1)
+    return table[key]
+'''
+DATA = "import deep_lib\nrevenue = {'north': 37.5, 'south': 12.0}"
+LONG = 'label = f"north: {north}" + " — a line long enough to scroll sideways in a narrow panel, as code has"'
+BODY = f'north = deep_lib.lookup(revenue, "North")\n{LONG}'
+WRONG = f'north = deep_lib.lookup(revenue, "NORTH")\n{LONG}'
+RIGHT = f'north = deep_lib.lookup(revenue, "north")  # keys are lower case\n{LONG}'
+REFINE = f"%%refine\n{BODY}"
+SHOW = 'print("north is", globals().get("north"))'
+CELLS = [SETUP, DATA, REFINE, SHOW]
+I_REFINE = 2
+PANEL_TIMEOUT = 90_000
+READY = "Verified fix ready — it passed a trial run"
+
+
+def block(code: str, explanation: str) -> dict[str, str]:
+    return {"text": f"{explanation}\n\n```python\n{code}\n```"}
+
+
+def open_failing(app: App, fake: Any, name: str) -> Any:
+    """The notebook run up to the %%refine cell; the cell's locator once the fix is offered."""
+    (app.server.root / "deep_lib.py").write_text(DEEP_LIB, encoding="utf-8")
+    app.server.write_notebook(name, CELLS)
+    fake.script(
+        block(WRONG, "The key is spelt `NORTH`."),
+        block(RIGHT, 'The keys of `revenue` are **lower case**: use `"north"`.'),
+    )
+    app.open(name)
+    for index in range(I_REFINE):
+        assert "Error" not in app.run(name, index)
+    app.run(name, I_REFINE)
+    cell = app.cell(name, I_REFINE, f"refine-{name}")
+    expect(cell.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
+    return cell
+
+
+def shot(locator: Any, name: str) -> None:
+    """A screenshot into the artifacts; into docs/ too when asked (or when docs/ has none)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(ARTIFACTS / name))
+    target = ROOT / "docs" / name
+    if os.environ.get("NBREFINE_UPDATE_SCREENSHOTS") == "1" or not target.exists():
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(ARTIFACTS / name, target)
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_diff_text_and_focus_ring_have_contrast_in_light_and_dark(lab: App, fake: Any, theme: str) -> None:
+    name = f"contrast-{theme.split()[-1].lower()}.ipynb"
+    cell = open_failing(lab, fake, name)
+    set_theme(lab, theme)
+    panel = cell.locator(".nbr-panel")
+    cell.locator("details.nbr-more > summary").click()  # the attempts' diffs too
+    for summary in cell.locator("details.nbr-attempt > summary").all():
+        summary.click()
+    measured: dict[str, Any] = {}
+    for view in ("unified", "side by side"):
+        cell.get_by_role("button", name=view, exact=True).click()
+        texts = diff_contrast(lab, panel)
+        assert len(texts) > 20, texts
+        worst = min(texts, key=lambda t: t["ratio"])
+        measured[view] = worst
+        assert worst["ratio"] >= 4.5, (theme, view, worst)
+        assert {"nbr-line nbr-add", "nbr-line nbr-del"} <= {t["row"] for t in texts}
+    cell.get_by_role("button", name="unified", exact=True).click()
+    cell.locator("details.nbr-more > summary").click()  # folded again, for the screenshot
+
+    # The focus ring, reached with the keyboard (so :focus-visible applies), on the green-less
+    # primary button and on a plain one.
+    accept = cell.get_by_role("button", name="Accept")
+    reject = cell.get_by_role("button", name="Reject")
+    reject.focus()
+    lab.page.keyboard.press("Shift+Tab")
+    for button in (accept, reject):
+        if button == reject:
+            lab.page.keyboard.press("Tab")
+        ring = focus_ring(lab, button.element_handle())
+        assert ring["focused"] and ring["visible"], ring
+        assert ring["style"] == "solid" and ring["width"] >= 2 and ring["offset"] >= 1, ring
+        assert ring["ratio"] >= 3, (theme, ring)
+        measured[f"focus ring on {button.text_content()}"] = ring
+    lab.page.mouse.click(5, 5)
+    for button in cell.locator(".nbr-panel button:visible").all():  # and every button's label
+        ratio = button.evaluate("b => window.__nbrColour.textContrast(b)")
+        measured[f"label of {button.text_content()}"] = ratio
+        assert ratio >= 4.5, (theme, button.text_content(), ratio)
+    (ARTIFACTS / f"contrast-{theme.split()[-1].lower()}.json").write_text(json.dumps(measured, indent=1))
+    shot(panel, f"panel-{theme.split()[-1].lower()}.png")
+    set_theme(lab, "JupyterLab Light")
+
+
+@pytest.mark.parametrize("app_name", ["lab", "nb7"])
+def test_the_decision_is_at_the_top_and_the_error_named_once(
+    app_name: str, fake: Any, request: pytest.FixtureRequest
+) -> None:
+    app: App = request.getfixturevalue(app_name)
+    name = f"first-{app_name}.ipynb"
+    cell = open_failing(app, fake, name)
+    outputs = cell.locator(".jp-Cell-outputArea")
+    accept = cell.get_by_role("button", name="Accept")
+    top = box(outputs)["y"]
+    assert box(accept)["y"] + box(accept)["height"] - top <= 900
+    # Outside the folded details, the error is named once: in the panel's summary. The
+    # traceback (25 library frames) folded away once the fix was offered.
+    text = outputs.inner_text()
+    assert text.count("KeyError") == 1, text
+    assert "deep_lib.py" not in text  # no library frame
+    assert "Run All stopped here" in text  # the one line that stops Run All is still there
+    # The full traceback is one click away, and folds again.
+    cell.locator("details.nbr-more > summary").click()
+    cell.locator("details.nbr-tb > summary").click()
+    expect(outputs.get_by_text("Traceback (most recent call last)").first).to_be_visible()
+    assert "deep_lib.py" in outputs.inner_text()
+    cell.locator("details.nbr-tb > summary").click()
+    expect(outputs.get_by_text("Traceback (most recent call last)").first).to_be_hidden()
+
+
+def test_at_700_px_every_label_and_both_diff_sides_are_visible(lab: App, fake: Any) -> None:
+    lab.page.set_viewport_size({"width": 700, "height": 900})
+    name = "narrow.ipynb"
+    cell = open_failing(lab, fake, name)
+    lab.page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")  # sidebar open
+    lab.page.wait_for_timeout(500)
+    panel = cell.locator(".nbr-panel")
+    outer = box(panel)
+    for label in ("Accept", "Reject", "Try again"):
+        button = cell.get_by_role("button", name=label)
+        inner = button.evaluate("b => [b.scrollWidth, b.clientWidth, b.textContent]")
+        assert inner[0] <= inner[1] + 1 and label in inner[2], (label, inner)  # not cut to "A…"
+        found = box(button)
+        assert outer["x"] <= found["x"] and found["x"] + found["width"] <= outer["x"] + outer["width"] + 1
+    cell.get_by_role("button", name="side by side", exact=True).click()
+    columns = cell.locator(".nbr-sbs > div")
+    expect(columns).to_have_count(2)
+    first, second = box(columns.nth(0)), box(columns.nth(1))
+    for column in (first, second):  # each side whole within the panel
+        assert outer["x"] <= column["x"] and column["x"] + column["width"] <= outer["x"] + outer["width"] + 1
+    assert second["y"] >= first["y"] + first["height"] - 1  # stacked: "the fix" below "your cell"
+    expect(cell.get_by_text("your cell", exact=True).first).to_be_visible()
+    expect(cell.get_by_text("the fix", exact=True).first).to_be_visible()
+    # Code never wraps inside a name: every line is one line high, and the long one scrolls.
+    heights = cell.locator(".nbr-sbs .nbr-line").evaluate_all(
+        "rows => rows.map(r => r.getBoundingClientRect().height)"
+    )
+    assert max(heights) < 1.6 * min(heights), heights
+    scrolls = cell.locator(".nbr-sbs .nbr-code").evaluate_all(
+        "els => els.map(e => e.scrollWidth > e.clientWidth)"
+    )
+    assert all(scrolls), scrolls
+    shot(panel, "panel-narrow.png")
