@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import anthropic
@@ -31,6 +30,7 @@ from nbrefine._errors import (
     ProviderTimeoutError,
     ProviderUnavailableError,
 )
+from nbrefine.providers._client import LazyClient, make_client
 from nbrefine.providers._text import describe as _describe
 from nbrefine.providers._text import one_line as _one_line
 from nbrefine.providers._text import reading_error
@@ -89,8 +89,7 @@ class AnthropicProvider:
         self.max_retries = int(max_retries)
         self._api_key = api_key
         self._base_url = base_url
-        self._client: anthropic.Anthropic | None = None
-        self._lock = threading.Lock()
+        self._sdk: LazyClient[anthropic.Anthropic] = LazyClient(self._new_client)
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r})"
@@ -100,40 +99,32 @@ class AnthropicProvider:
     @property
     def base_url(self) -> str:
         """The API base URL requests go (or will go) to."""
-        if self._client is not None:
-            return str(self._client.base_url).rstrip("/")
-        return self._base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        return self._sdk.base_url(self._base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL)
 
-    def _get_client(self) -> anthropic.Anthropic:
-        with self._lock:
-            if self._client is not None:
-                return self._client
-            api_key = self._api_key or os.environ.get(API_KEY_ENV)
-            if not api_key:
-                raise ProviderConfigError(
-                    f"no Anthropic API key: set the {API_KEY_ENV} environment variable "
-                    "(or choose another provider with %config Refine.provider = ...)"
-                )
-            try:
-                self._client = anthropic.Anthropic(
-                    api_key=api_key,
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=self.max_retries,
-                )
-            except Exception as exc:
-                raise ProviderConfigError(
-                    f"could not set up the Anthropic client for {self.base_url}: {_describe(exc)}"
-                ) from exc
-            return self._client
+    @property
+    def _client(self) -> anthropic.Anthropic | None:
+        """The SDK client, once the first request made it (None again after :meth:`close`)."""
+        return self._sdk.current
+
+    def _new_client(self) -> anthropic.Anthropic:
+        api_key = self._api_key or os.environ.get(API_KEY_ENV)
+        if not api_key:
+            raise ProviderConfigError(
+                f"no Anthropic API key: set the {API_KEY_ENV} environment variable "
+                "(or choose another provider with %config Refine.provider = ...)"
+            )
+        return make_client(
+            "Anthropic",
+            anthropic.Anthropic,
+            api_key=api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
 
     def close(self) -> None:
         """Close the SDK client's connections (a later :meth:`complete` opens new ones)."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
+        self._sdk.close()
 
     # -- the call ----------------------------------------------------------------------------
 
@@ -142,7 +133,7 @@ class AnthropicProvider:
 
         Exceptions raised by ``on_text`` itself propagate unchanged.
         """
-        client = self._get_client()
+        client = self._sdk.get()
         try:
             manager = client.messages.stream(
                 model=self.model,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
@@ -35,6 +34,7 @@ from nbrefine._errors import (
     ProviderTimeoutError,
     ProviderUnavailableError,
 )
+from nbrefine.providers._client import LazyClient, make_client
 from nbrefine.providers._text import describe as _describe
 from nbrefine.providers._text import one_line as _one_line
 from nbrefine.providers._text import reading_error
@@ -128,8 +128,7 @@ class OpenAIProvider:
         self.max_retries = int(max_retries)
         self._api_key = api_key
         self._base_url = base_url
-        self._client: openai.OpenAI | None = None
-        self._lock = threading.Lock()
+        self._sdk: LazyClient[openai.OpenAI] = LazyClient(self._new_client)
         self.model: str = self._model_arg or (DEFAULT_MODEL if is_official(self.base_url) else "")
 
     def __repr__(self) -> str:
@@ -140,10 +139,8 @@ class OpenAIProvider:
     @property
     def base_url(self) -> str:
         """The API base URL requests go (or will go) to, e.g. ``http://localhost:11434/v1``."""
-        if self._client is not None:
-            return str(self._client.base_url).rstrip("/")
         url = self._base_url or os.environ.get(BASE_URL_ENV, "").strip() or DEFAULT_BASE_URL
-        return url.rstrip("/")
+        return self._sdk.base_url(url.rstrip("/"))
 
     @property
     def _where(self) -> str:
@@ -151,50 +148,39 @@ class OpenAIProvider:
         base_url = self.base_url
         return f"OpenAI ({base_url})" if is_official(base_url) else f"the server at {base_url}"
 
-    def _get_client(self) -> openai.OpenAI:
-        with self._lock:
-            if self._client is not None:
-                return self._client
-            sdk = _load_sdk()
-            base_url = self.base_url
-            official = is_official(base_url)
-            if not self.model:
-                if not official:
-                    raise ProviderConfigError(
-                        f"no model set for the OpenAI-compatible server at {base_url}: choose one with "
-                        "--model NAME or %config Refine.model = 'NAME' (a model the server serves)"
-                    )
-                self.model = DEFAULT_MODEL
-            api_key = self._api_key or os.environ.get(API_KEY_ENV, "").strip()
-            if not api_key:
-                if official:
-                    raise ProviderConfigError(
-                        f"no OpenAI API key: set the {API_KEY_ENV} environment variable (or set "
-                        f"{BASE_URL_ENV} to a local server, or choose another provider with "
-                        "%config Refine.provider = ...)"
-                    )
-                api_key = NO_KEY_PLACEHOLDER
-            try:
-                client: openai.OpenAI = sdk.OpenAI(
-                    api_key=api_key,
-                    base_url=base_url,
-                    timeout=self.timeout,
-                    max_retries=self.max_retries,
-                )
-            except Exception as exc:
+    def _new_client(self) -> openai.OpenAI:
+        sdk = _load_sdk()
+        base_url = self.base_url
+        official = is_official(base_url)
+        if not self.model:
+            if not official:
                 raise ProviderConfigError(
-                    f"could not set up the openai client for {base_url}: {_describe(exc)}"
-                ) from exc
-            self._client = client
-            return client
+                    f"no model set for the OpenAI-compatible server at {base_url}: choose one with "
+                    "--model NAME or %config Refine.model = 'NAME' (a model the server serves)"
+                )
+            self.model = DEFAULT_MODEL
+        api_key = self._api_key or os.environ.get(API_KEY_ENV, "").strip()
+        if not api_key:
+            if official:
+                raise ProviderConfigError(
+                    f"no OpenAI API key: set the {API_KEY_ENV} environment variable (or set "
+                    f"{BASE_URL_ENV} to a local server, or choose another provider with "
+                    "%config Refine.provider = ...)"
+                )
+            api_key = NO_KEY_PLACEHOLDER
+        client: openai.OpenAI = make_client(
+            "openai",
+            sdk.OpenAI,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
+        return client
 
     def close(self) -> None:
         """Close the SDK client's connections (a later :meth:`complete` opens new ones)."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
+        self._sdk.close()
 
     # -- the call ----------------------------------------------------------------------------
 
@@ -203,7 +189,7 @@ class OpenAIProvider:
 
         Exceptions raised by ``on_text`` itself propagate unchanged.
         """
-        client = self._get_client()
+        client = self._sdk.get()
         sdk = _load_sdk()
         # The OpenAI API deprecated max_tokens (newer models reject it); servers that imitate
         # the API do not all know max_completion_tokens yet, but all know max_tokens.
