@@ -1,4 +1,13 @@
-"""Model providers and their registry."""
+"""Model providers and their registry.
+
+The built-in providers (``anthropic``, ``openai``, ``offline``, ``scripted``), those other
+packages add under the ``nbrefine.providers`` entry-point group, and :func:`make_provider`, which
+builds one by name (with the offline quick fixes asked first when wanted). Each provider's module
+is imported only when that provider is asked for.
+
+May import: the standard library, :mod:`nbrefine._errors` and the modules of this package;
+never the sandbox, the engine, IPython or the CLI.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Helpers the SDK-backed providers share to turn any exception into one readable line."""
+"""Helpers the SDK-backed providers share to turn any exception into one readable line.
+
+May import: the standard library and :mod:`nbrefine._errors`;
+never the sandbox, the engine, IPython or the CLI.
+"""
 
 from __future__ import annotations
 

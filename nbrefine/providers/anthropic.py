@@ -10,6 +10,9 @@ is kept as ``__cause__`` for debugging. Things the SDK (2.x) does that this modu
 * an ``event: error`` sent mid-stream becomes a plain ``APIStatusError`` whose status is 200,
   so it is classified by the error type in its body;
 * a stream that just ends (no ``message_stop``) is not an error to the SDK at all.
+
+May import: the standard library, the ``anthropic`` SDK, :mod:`nbrefine._errors` and this package's
+``base``, ``_client`` and ``_text``; never the sandbox, the engine, IPython or the CLI.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""The seam between the refine loop and whatever model answers it."""
+"""The seam between the refine loop and whatever model answers it.
+
+:class:`ProviderRequest` and :class:`ProviderReply`, the :class:`Provider` protocol, and the
+:class:`RepairContext` that providers reasoning without a model read.
+
+May import: the standard library and, for type annotations only, :mod:`nbrefine.grounding` (the
+failure a context carries); nothing else of nbrefine, since every provider and the engine import
+this module.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ The key is the whole request as the model would see it — the cell source, the 
 signature, the summaries of the state, the earlier attempts and the mode are all in it — plus
 the provider and the model. Kept in memory for the life of the kernel; off with
 ``Refine.response_cache = False`` or ``%%refine --no-cache``.
+
+May import: the standard library and ``nbrefine.providers.base``;
+never the sandbox, the engine, IPython or the CLI.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ kept as ``__cause__``. Things the SDK does that this module guards:
 * an ``{"error": ...}`` object sent as a stream chunk becomes a plain ``APIError`` (no status);
 * an unparsable ``data:`` line raises ``json.JSONDecodeError``;
 * a stream that just ends (no ``finish_reason``, no ``[DONE]``) is not an error to the SDK.
+
+May import: the standard library, the ``openai`` SDK (only when the first request is made),
+:mod:`nbrefine._errors` and this package's ``base``, ``_client`` and ``_text``;
+never the sandbox, the engine, IPython or the CLI.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""A provider that plays back prepared replies: for tests, demos and reproducible runs."""
+"""A provider that plays back prepared replies: for tests, demos and reproducible runs.
+
+May import: the standard library, :mod:`nbrefine._errors` and ``nbrefine.providers.base``;
+never the sandbox, the engine, IPython or the CLI.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Quick fixes first, the model only when they have nothing to offer."""
+"""Quick fixes first, the model only when they have nothing to offer.
+
+:class:`TieredProvider` is given both providers (it does not build them).
+
+May import: the standard library, :mod:`nbrefine._errors` and ``nbrefine.providers.base``;
+never the sandbox, the engine, IPython or the CLI.
+"""
 
 from __future__ import annotations
 
