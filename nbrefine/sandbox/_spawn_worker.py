@@ -13,7 +13,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import importlib
-import io
 import linecache
 import marshal
 import os
@@ -26,11 +25,12 @@ from typing import Any
 
 from .execute import trial_child
 from .trial import TrialSpec
-from .wire import HEADER, write_msg
+from .wire import HEADER, read_exact, reason, write_msg
 
 __all__ = ["load_code", "main", "shared_globals"]
 
 _NAMESPACE: dict[str, Any] = {}
+_STDIN = 0  # the trial arrives here (the fd is replaced by /dev/null when the trial starts)
 
 
 def shared_globals() -> dict[str, Any]:
@@ -45,26 +45,9 @@ def load_code(data: bytes) -> types.CodeType:
     return code
 
 
-def _read_exact(stream: io.FileIO, size: int) -> bytearray:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    done = 0
-    while done < size:
-        count = stream.readinto(view[done:])
-        if not count:
-            raise EOFError("the trial payload ended early")
-        done += count
-    return buffer
-
-
-def _read_frame(stream: io.FileIO) -> bytearray:
-    (size,) = HEADER.unpack(_read_exact(stream, HEADER.size))
-    return _read_exact(stream, size)
-
-
-def _reason(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")[:200]
+def _read_frame(fd: int) -> bytearray:
+    (size,) = HEADER.unpack(read_exact(fd, HEADER.size))
+    return read_exact(fd, size)
 
 
 def _with_cpu_allowance(spec: TrialSpec) -> TrialSpec:
@@ -80,7 +63,7 @@ def _with_cpu_allowance(spec: TrialSpec) -> TrialSpec:
     return replace(spec, policy=replace(spec.policy, cpu_s=cpu + usage.ru_utime + usage.ru_stime))
 
 
-def _load(stream: io.FileIO, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def _load(stdin: int, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """A fresh ``__main__`` namespace with the shipped values; and those that failed to load."""
     global _NAMESPACE
     main_module = types.ModuleType("__main__")
@@ -90,11 +73,11 @@ def _load(stream: io.FileIO, meta: dict[str, Any]) -> tuple[dict[str, Any], dict
     _NAMESPACE = namespace
     failed: dict[str, str] = {}
     for name, kind, _size in meta["values"]:
-        data = _read_frame(stream)
+        data = _read_frame(stdin)
         try:
             value = importlib.import_module(data.decode()) if kind == "module" else pickle.loads(data)
         except Exception as err:
-            failed[name] = f"{_reason(err)} (when loading it in the spawn sandbox)"
+            failed[name] = f"{reason(err)} (when loading it in the spawn sandbox)"
             continue
         namespace[name] = value
     return namespace, failed
@@ -103,12 +86,11 @@ def _load(stream: io.FileIO, meta: dict[str, Any]) -> tuple[dict[str, Any], dict
 def main() -> None:
     result_fd = -1
     try:
-        stdin = open(0, "rb", buffering=0, closefd=False)  # noqa: SIM115 - fd 0 is replaced later
-        meta = pickle.loads(_read_frame(stdin))
+        meta = pickle.loads(_read_frame(_STDIN))
         result_fd = int(meta["result_fd"])
         sys.path.extend(entry for entry in meta["sys_path"] if entry not in sys.path)
         linecache.cache.update(meta["sources"])
-        namespace, failed = _load(stdin, meta)
+        namespace, failed = _load(_STDIN, meta)
         spec = _with_cpu_allowance(meta["spec"])
         write_msg(result_fd, ("ready", failed))
     except BaseException as err:
@@ -117,7 +99,7 @@ def main() -> None:
             sys.stderr.flush()
         if result_fd >= 0:
             with contextlib.suppress(Exception):
-                write_msg(result_fd, ("error", _reason(err)))
+                write_msg(result_fd, ("error", reason(err)))
         os._exit(70)
     code = 0
     try:

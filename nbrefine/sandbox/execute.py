@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from ..capture import Failure, capture_failure
 from ..context import Redactor, summarize_value
 from .hardening import PolicyRefusal, Prepared, harden
-from .trial import FLOOD_LIMIT, SandboxOptions, TrialOutcome, TrialSpec
+from .trial import FLOOD_LIMIT, SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
 from .wire import write_msg
 
 __all__ = ["enter_child", "execute_trial", "run_checks", "trial_child"]
@@ -140,7 +140,7 @@ def run_checks(
     return failures
 
 
-def _classify(err: BaseException) -> tuple[str, str]:
+def _classify(err: BaseException) -> tuple[TrialStatus, str]:
     """A typed status for an exception, looking through wrapping (``raise X from refusal``)."""
     seen: set[int] = set()
     current: BaseException | None = err
@@ -166,7 +166,7 @@ def execute_trial(spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor
         # The candidate may have rebound or deleted builtins that capturing and reporting use.
         vars(builtins).update(saved_builtins)
 
-    def finish(status: str, **fields: Any) -> TrialOutcome:
+    def finish(status: TrialStatus, **fields: Any) -> TrialOutcome:
         restore_builtins()
         return TrialOutcome(
             status,

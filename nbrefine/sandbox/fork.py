@@ -37,20 +37,19 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .._errors import SandboxError
 from ..context import Redactor
 from .execute import enter_child, trial_child
 from .hardening import TrialPolicy, harden, prepare
-from .trial import SandboxOptions, TrialOutcome, TrialSpec
-from .wire import exit_detail, kill_group, read_msg, write_msg
+from .trial import SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
+from .wire import EXIT_GRACE_S, exit_detail, kill_group, read_msg, write_msg
 
 __all__ = ["LiveForkRunner", "Snapshot", "call_in_fork", "fork_supported"]
 
 R = TypeVar("R")
-
-_EXIT_GRACE_S = 2.0
+_Status = Literal["ok"] | TrialStatus  # "ok": the child reported
 
 
 def fork_supported() -> str | None:
@@ -87,7 +86,7 @@ def _fork(child: Callable[[int], None]) -> tuple[int, int]:
     return pid, read_fd
 
 
-def _reap(pid: int, grace_s: float) -> int | None:
+def _reap(pid: int, grace_s: float) -> int:
     """Wait up to ``grace_s`` for ``pid``; then kill its group and reap it."""
     deadline = time.monotonic() + grace_s
     while True:
@@ -100,7 +99,7 @@ def _reap(pid: int, grace_s: float) -> int | None:
         time.sleep(0.002)
 
 
-def _collect(pid: int, read_fd: int, timeout_s: float, token: bytes | None = None) -> tuple[str, Any]:
+def _collect(pid: int, read_fd: int, timeout_s: float, token: bytes | None = None) -> tuple[_Status, Any]:
     """Read one result from a child; ("ok", value) or (status, detail).
 
     With a ``token``, the child's message must be ``(token, value)``: a report forged by the
@@ -113,18 +112,18 @@ def _collect(pid: int, read_fd: int, timeout_s: float, token: bytes | None = Non
             value = value[1]
     except TimeoutError:
         kill_group(pid)
-        _reap(pid, _EXIT_GRACE_S)
+        _reap(pid, EXIT_GRACE_S)
         return "timeout", f"still running after {timeout_s:g} s; stopped"
     except pickle.UnpicklingError as err:
         kill_group(pid)
-        _reap(pid, _EXIT_GRACE_S)
+        _reap(pid, EXIT_GRACE_S)
         return "refused", f"the trial's report was not an outcome ({err})"
     except (EOFError, struct.error):
-        status, detail = exit_detail(_reap(pid, _EXIT_GRACE_S) or 0)
+        status, detail = exit_detail(os.waitstatus_to_exitcode(_reap(pid, EXIT_GRACE_S)))
         return status, detail
     except KeyboardInterrupt:
         kill_group(pid)
-        _reap(pid, _EXIT_GRACE_S)
+        _reap(pid, EXIT_GRACE_S)
         raise
     finally:
         os.close(read_fd)
@@ -185,7 +184,7 @@ def call_in_fork(fn: Callable[[], R], timeout_s: float = 2.0, *, hardened: bool 
 
 @dataclass(frozen=True)
 class _Collected:
-    status: str  # "ok" or a TrialOutcome status
+    status: _Status
     value: Any  # the child's report, or a detail
     started_at: float
     duration_s: float

@@ -36,7 +36,6 @@ import pickle
 import re
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -50,8 +49,8 @@ from typing import Any
 from ..capture import Failure
 from ..context import Redactor
 from . import _spawn_worker
-from .trial import SandboxOptions, TrialOutcome, TrialSpec
-from .wire import HEADER, read_msg
+from .trial import SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
+from .wire import EXIT_GRACE_S, HEADER, REASON_CHARS, exit_detail, kill_group, read_msg, reason
 
 __all__ = ["SpawnRunner", "fork_unsafe_reason", "names_to_ship"]
 
@@ -61,8 +60,6 @@ STARTUP_ALLOWANCE_S = 20.0
 #: Values larger than this (estimated before pickling, measured after) are not shipped.
 MAX_VALUE_BYTES = 1 << 30
 _LINECACHE_LIMIT = 4_000_000  # characters of in-memory sources (notebook cells) sent along
-_REASON_CHARS = 200
-_EXIT_GRACE_S = 2.0
 
 
 # --------------------------------------------------------------------------- is fork fine here?
@@ -281,11 +278,6 @@ class _WorkerGlobals(dict[str, Any]):
         return _spawn_worker.shared_globals, ()
 
 
-def _reason(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")[:_REASON_CHARS]
-
-
 def _estimated_size(value: object) -> int | None:
     """The data size of arrays and frames, cheaply, before pickling them."""
     with contextlib.suppress(Exception):
@@ -355,7 +347,7 @@ def _ship(names: Iterable[str], namespace: Mapping[str, Any]) -> _Shipment:
         try:
             pickler.dump(value)
         except Exception as err:
-            shipment.failed[name] = _reason(err)
+            shipment.failed[name] = reason(err)
             continue
         data = buffer.getvalue()
         if len(data) > MAX_VALUE_BYTES:
@@ -388,31 +380,11 @@ def _in_memory_sources(filenames: Iterable[str]) -> dict[str, tuple[Any, ...]]:
 # --------------------------------------------------------------------------- the runner
 
 
-def _kill_group(pid: int) -> None:
-    for kill in (os.killpg, os.kill):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            kill(pid, signal.SIGKILL)
-
-
-def _exit_detail(returncode: int) -> tuple[str, str]:
-    """Like :func:`nbrefine.sandbox.wire.exit_detail`, from a :class:`subprocess.Popen` return code."""
-    if returncode < 0:
-        number = -returncode
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = str(number)
-        if number == getattr(signal, "SIGXCPU", None):
-            return "cpu_limit", "the trial's CPU time limit was reached"
-        return "crashed", f"killed by signal {name}"
-    return "exited", f"the process exited with code {returncode} before reporting"
-
-
 @dataclass
 class _WorkerResult:
-    status: str
+    status: TrialStatus  # how the trial ended when there is no outcome: ``detail`` says more
     detail: str = ""
-    outcome: TrialOutcome | None = None
+    outcome: TrialOutcome | None = None  # the trial's own report
     failed: dict[str, str] = field(default_factory=dict)  # values the worker could not load
     ready_at: float | None = None  # when the worker had loaded everything and began the trial
 
@@ -420,7 +392,7 @@ class _WorkerResult:
 class _Stop(Exception):
     """Ends a trial early with a status and a detail."""
 
-    def __init__(self, status: str, detail: str) -> None:
+    def __init__(self, status: TrialStatus, detail: str) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
@@ -505,7 +477,7 @@ class SpawnRunner:
                 )
         except OSError as err:
             os.close(read_fd)
-            return _WorkerResult("sandbox_error", f"could not start {self.python}: {_reason(err)}")
+            return _WorkerResult("sandbox_error", f"could not start {self.python}: {reason(err)}")
         finally:
             os.close(write_fd)
         self.last_pid = process.pid
@@ -525,16 +497,16 @@ class SpawnRunner:
             except TimeoutError:
                 raise _Stop("timeout", f"still running after {spec.timeout_s:g} s; stopped") from None
             except (EOFError, OSError, pickle.UnpicklingError, ValueError) as err:
-                raise _Stop(*_exit_detail(_wait(process))) from err
+                raise _Stop(*exit_detail(_wait(process))) from err
             if not isinstance(outcome, TrialOutcome):
                 raise _Stop("sandbox_error", "the spawn sandbox sent an unexpected message")
-            result.status, result.outcome = "ok", outcome
+            result.outcome = outcome
         except _Stop as stop:
             result.status, result.detail = stop.status, stop.detail
         finally:
             # The answer is in (or never will be): whatever the worker left running goes now.
             try:
-                _kill_group(process.pid)
+                kill_group(process.pid)
                 _wait(process)
             finally:
                 os.close(read_fd)
@@ -569,7 +541,7 @@ class SpawnRunner:
             try:
                 head = cloudpickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as err:
-                raise _Stop("sandbox_error", f"the trial could not be sent: {_reason(err)}") from err
+                raise _Stop("sandbox_error", f"the trial could not be sent: {reason(err)}") from err
         assert process.stdin is not None
         fd = process.stdin.fileno()
         os.set_blocking(fd, False)
@@ -601,7 +573,7 @@ class SpawnRunner:
                 "sandbox_error", f"the spawn sandbox did not start within {startup_s:.0f} s"
             ) from None
         except (EOFError, OSError, pickle.UnpicklingError, ValueError) as err:
-            _, detail = _exit_detail(_wait(process))
+            _, detail = exit_detail(_wait(process))
             said = _last_error_line(errors_path)
             detail += f" ({said})" if said else ""
             raise _Stop("sandbox_error", f"the spawn sandbox failed to start: {detail}") from err
@@ -623,7 +595,7 @@ def _last_error_line(path: str) -> str:
     except OSError:
         return ""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1][:_REASON_CHARS] if lines else ""
+    return lines[-1][:REASON_CHARS] if lines else ""
 
 
 def _write_all(fd: int, data: bytes, deadline: float) -> None:
@@ -645,12 +617,12 @@ def _write_all(fd: int, data: bytes, deadline: float) -> None:
 def _wait(process: subprocess.Popen[bytes]) -> int:
     """The worker's return code; killed (with its group) if it takes longer than a grace period."""
     try:
-        return process.wait(_EXIT_GRACE_S)
+        return process.wait(EXIT_GRACE_S)
     except subprocess.TimeoutExpired:
-        _kill_group(process.pid)
+        kill_group(process.pid)
         return process.wait()
     except KeyboardInterrupt:
-        _kill_group(process.pid)
+        kill_group(process.pid)
         raise
 
 

@@ -9,14 +9,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from ..capture import Failure
 from .hardening import TrialPolicy
 
-__all__ = ["FLOOD_LIMIT", "OUTPUT_CAP", "SandboxOptions", "TrialOutcome", "TrialSpec"]
+__all__ = [
+    "FLOOD_LIMIT",
+    "OUTPUT_CAP",
+    "TRIAL_STATUSES",
+    "SandboxOptions",
+    "TrialOutcome",
+    "TrialSpec",
+    "TrialStatus",
+]
 
 OUTPUT_CAP = 1_000_000  # characters of stdout/stderr kept per trial
 FLOOD_LIMIT = 50_000_000  # characters of output after which the trial is stopped
+
+#: How a trial ended: ``passed``; ``failed`` (an exception or a failed assert/check); ``timeout``
+#: (wall clock); ``cpu_limit``, ``memory_limit``, ``output_limit``; ``refused`` (the sandbox policy
+#: refused an action: the outcome's ``detail`` says which); ``crashed`` (killed by a signal, e.g. a
+#: segfault); ``exited`` (``sys.exit``/``os._exit``); ``interrupted`` (KeyboardInterrupt);
+#: ``sandbox_error`` (the sandbox itself broke).
+TrialStatus = Literal[
+    "passed",
+    "failed",
+    "timeout",
+    "cpu_limit",
+    "memory_limit",
+    "output_limit",
+    "refused",
+    "crashed",
+    "exited",
+    "interrupted",
+    "sandbox_error",
+]
+TRIAL_STATUSES: tuple[TrialStatus, ...] = get_args(TrialStatus)
 
 
 @dataclass(frozen=True)
@@ -32,14 +61,9 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class TrialOutcome:
-    """What happened when a candidate ran. ``status`` is one of ``passed``, ``failed`` (an
-    exception or a failed assert/check), ``timeout`` (wall clock), ``cpu_limit``,
-    ``memory_limit``, ``output_limit``, ``refused`` (the sandbox policy refused an action:
-    ``detail`` says which), ``crashed`` (killed by a signal, e.g. a segfault), ``exited``
-    (``sys.exit``/``os._exit``), ``interrupted`` (KeyboardInterrupt), ``sandbox_error``
-    (the sandbox itself broke)."""
+    """What happened when a candidate ran; ``status`` says how it ended (see :data:`TrialStatus`)."""
 
-    status: str
+    status: TrialStatus
     failure: Failure | None = None
     check_failures: tuple[Failure, ...] = ()
     checks_total: int = 0

@@ -19,14 +19,28 @@ from typing import Any
 
 from ..capture import Failure, FrameInfo
 from ..context import ValueSummary
-from .trial import TrialOutcome
+from .trial import TrialOutcome, TrialStatus
 
-__all__ = ["HEADER", "exit_detail", "kill_group", "read_exact", "read_msg", "write_msg"]
+__all__ = [
+    "EXIT_GRACE_S",
+    "HEADER",
+    "REASON_CHARS",
+    "exit_detail",
+    "kill_group",
+    "read_exact",
+    "read_msg",
+    "reason",
+    "write_msg",
+]
 
 HEADER = struct.Struct("!Q")
+#: How long a trial process may take to exit once its answer is in (or never will be).
+EXIT_GRACE_S = 2.0
+REASON_CHARS = 200  # characters of a reason sent back or shown
 
 
 def write_msg(fd: int, obj: object) -> None:
+    """One framed message: its length, then its pickle."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(HEADER.pack(len(data)) + data)
     while view:
@@ -34,20 +48,24 @@ def write_msg(fd: int, obj: object) -> None:
         view = view[written:]
 
 
-def read_exact(fd: int, size: int, deadline: float | None) -> bytes:
-    chunks: list[bytes] = []
-    remaining = size
-    while remaining:
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        ready, _, _ = select.select([fd], [], [], timeout)
-        if not ready:
-            raise TimeoutError("no answer before the deadline")
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
+def read_exact(fd: int, size: int, deadline: float | None = None) -> bytearray:
+    """``size`` bytes from ``fd``, read straight into one buffer: a shipped value of a GiB is not
+    copied a second time. ``TimeoutError`` after ``deadline`` (``None``: wait as long as it takes),
+    ``EOFError`` when the other side closes first."""
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    done = 0
+    while done < size:
+        if deadline is not None:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                raise TimeoutError("no answer before the deadline")
+        count = os.readv(fd, [view[done:]])
+        if not count:
             raise EOFError("the other side closed the pipe")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+        done += count
+    view.release()
+    return buffer
 
 
 # What a message from a trial (or from the snapshot process) may contain. Model-written code
@@ -80,21 +98,30 @@ def read_msg(fd: int, deadline: float | None, *, trusted: bool = False) -> Any:
     return _RestrictedUnpickler(io.BytesIO(data)).load()
 
 
-def exit_detail(status: int) -> tuple[str, str]:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
+def exit_detail(returncode: int) -> tuple[TrialStatus, str]:
+    """Why a trial process ended without reporting, from its return code as :mod:`subprocess`
+    gives it (``-N``: killed by signal N; a wait status converts with ``os.waitstatus_to_exitcode``)."""
+    if returncode < 0:
+        number = -returncode
         try:
             name = signal.Signals(number).name
         except ValueError:
             name = str(number)
-        if number == signal.SIGXCPU:
+        if number == getattr(signal, "SIGXCPU", None):
             return "cpu_limit", "the trial's CPU time limit was reached"
         return "crashed", f"killed by signal {name}"
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-    return "exited", f"the process exited with code {code} before reporting"
+    return "exited", f"the process exited with code {returncode} before reporting"
 
 
 def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by ``pid`` (the trial and whatever it started), or the
+    process alone when it leads no group; one that is already gone is not an error."""
     for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
+
+
+def reason(err: BaseException) -> str:
+    """One line for an error that stopped a shipment or a start: its type and first line."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")[:REASON_CHARS]
