@@ -18,9 +18,10 @@ from .execute import run_checks
 from .fork import LiveForkRunner, Snapshot, call_in_fork, fork_supported
 from .hardening import PolicyRefusal, TrialPolicy
 from .spawn import SpawnRunner, fork_unsafe_reason, names_to_ship
-from .trial import SandboxOptions, TrialOutcome, TrialSpec
+from .trial import TRIAL_STATUSES, SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
 
 __all__ = [
+    "TRIAL_STATUSES",
     "LiveForkRunner",
     "PolicyRefusal",
     "SandboxOptions",
@@ -29,6 +30,7 @@ __all__ = [
     "TrialOutcome",
     "TrialPolicy",
     "TrialSpec",
+    "TrialStatus",
     "call_in_fork",
     "fork_supported",
     "fork_unsafe_reason",
