@@ -135,6 +135,15 @@ _CSS = """
 .nbr-panel .nbr-note { color: var(--nbr-muted); font-style: italic; }
 .nbr-panel .nbr-frames { margin: 0; padding-left: 1.2em; }
 .nbr-panel textarea { font-family: var(--jp-code-font-family, monospace); }
+/* The line that replaces the panel once the fixed cell ran (the extension adds it). */
+.nbr-panel.nbr-fixed { border: none; padding: 2px 0; }
+.nbr-panel .nbr-fixed-line { font-weight: 600; }
+.nbr-panel .nbr-link { background: none; border: none; padding: 0; margin: 0; font: inherit; font-weight: 400;
+  color: var(--jp-content-link-color, var(--jp-brand-color1, #1565c0)); text-decoration: underline;
+  cursor: pointer; }
+.nbr-panel .nbr-link:focus-visible { outline: 2px solid var(--nbr-focus); outline-offset: 2px; }
+.nbr-panel .nbr-below { font-weight: 400; color: var(--nbr-muted); }
+.nbr-panel .nbr-fixed-details { margin-top: 6px; font-weight: 400; }
 /* JupyterLab / Notebook 7: the panel first among its cell's outputs (the traceback comes after
    it, not 60 frames before it)... */
 .jp-OutputArea:has(> .jp-OutputArea-child .nbr-panel) { display: flex; flex-direction: column; }

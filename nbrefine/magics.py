@@ -274,6 +274,7 @@ class RefineMagics(Magics):
                 after = dict(namespace)
                 session.failures = tuple(failures)
                 session._applier = lambda code: self._apply(code, before, after)
+                session.prepare = lambda: _undo_rebinds(self.ip.user_ns, before, after)
                 failing_count = self._current_count(cell)
                 error = result.error_in_exec or result.error_before_exec
                 session.job = self._job(
@@ -335,6 +336,7 @@ class RefineMagics(Magics):
         notes = [] if snapshot is not None else [_partial_run_note(code, failure.statements_done)]
         session.failures = (failure,)
         session._applier = lambda fixed: self._apply(fixed, before, after)
+        session.prepare = lambda: _undo_rebinds(self.ip.user_ns, before, after)
         session.job = self._job(
             session, error, run, raw_cell, [failure], before, after, redactor, snapshot, notes, failing_count
         )
@@ -531,6 +533,7 @@ class RefineMagics(Magics):
                     return
                 if _defines(done.fixed_code, defines):  # Accept writes the defining cell, re-runs this
                     done._applier = lambda fixed: apply_fix(fixed) and self._rerun(failing)
+                    done.prepare = None  # two cells to run: Accept runs them here
                 else:
                     done.original_code, done.cell_id, done.cell_source = failing, failing_id, failing_source
 

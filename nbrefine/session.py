@@ -131,6 +131,9 @@ class RefineSession:
         self.cell_source: str | None = None  # that cell's whole source as it ran
         self.request_id: str | None = None  # the Jupyter execute request that ran the cell
         self.job: RefineJob | None = None
+        #: Accept's first step alone (undo the failed run's rebinds), for a frontend that runs the
+        #: fixed cell itself so the notebook records its outputs; None: Accept runs it here
+        self.prepare: Callable[[], None] | None = None
         self.teaching: TeachingResult | None = None  # the latest hint or explanation (teaching modes)
         self._applier = applier
         self._provider: Provider | None = None
@@ -368,13 +371,17 @@ class RefineSession:
 
     # ------------------------------------------------------------------ decision
 
-    def accept(self, *, anyway: bool = False) -> bool:
+    def accept(self, *, anyway: bool = False, run_here: bool = True) -> bool:
         """Run the fix in the live kernel (the state advances as if the fixed cell had run).
 
         A fix is applied only where it is verified: it must not change the checks, and when a
         value it reads differs in the live kernel from what its trial saw, it is trial-run from
         the live state first. Otherwise :class:`UnverifiedFixError` says why, and nothing runs;
-        ``anyway=True`` is the explicit second choice that applies it all the same."""
+        ``anyway=True`` is the explicit second choice that applies it all the same.
+
+        ``run_here=False`` (where :attr:`prepare` is set): everything but running the fix, which
+        the frontend then does by running the cell (``accept_ok`` stays None); should it not,
+        :meth:`apply_here` runs it."""
         if self.running:
             self.wait()  # a headless caller (nbclient, a script) may accept while the loop runs
         fixed = self.fixed_code
@@ -393,6 +400,23 @@ class RefineSession:
         self.accepted_anyway = anyway
         self.decision = "accepted"
         self.release()
+        if not run_here and self.prepare is not None:
+            self.prepare()
+            return True
+        self.accept_ok = self._applier(fixed)
+        return self.accept_ok
+
+    def apply_here(self) -> bool:
+        """Run an accepted fix in the kernel after all: the frontend was to run the cell but did
+        not (no extension answered, or it refused the write)."""
+        fixed = self.fixed_code
+        if (
+            self.decision != "accepted"
+            or self.accept_ok is not None
+            or fixed is None
+            or self._applier is None
+        ):
+            raise SessionStateError("there is no accepted fix waiting to run")
         self.accept_ok = self._applier(fixed)
         return self.accept_ok
 

@@ -712,10 +712,15 @@ class ReviewPanel:
         self._decide(anyway=True)
 
     def _decide(self, *, anyway: bool) -> None:
+        """Accept (or Apply anyway). Where the extension can write the cell, it also runs it, so
+        the cell's outputs and execution count become the fixed run's: here only Accept's checks
+        and first step happen. Elsewhere the fix runs here and the code is offered to copy."""
         session = self.session
+        target = self._target()
+        frontend_runs = target is not None and session.prepare is not None
         with self.output:
             try:
-                ok = session.accept(anyway=anyway)
+                ok = session.accept(anyway=anyway, run_here=not frontend_runs)
             except UnverifiedFixError as err:
                 self.refresh()  # the reason shows above the buttons, and "Apply anyway" appears
                 self._say(f"Not applied: {err}. Apply anyway runs it all the same.")
@@ -724,29 +729,53 @@ class ReviewPanel:
                 self._say(str(err))
                 return
         self.refresh()
-        ran = "the fix ran in the kernel" if ok else "the fix raised when run in the kernel (see below)"
-        self._say(f"{'Applied anyway' if anyway else 'Accepted'}: {ran}.")
-        self._write_into_cell(ran)
-
-    def _write_into_cell(self, ran: str) -> None:
-        session, fixed = self.session, self.session.fixed_code or ""
-        new_source = _cell_source_with_fix(session.cell_source, session.original_code, fixed)
-        if session.cell_id is None or session.cell_source is None or new_source is None:
-            self._offer_copy(fixed, "this frontend did not say which cell ran")
+        verb = "Applied anyway" if anyway else "Accepted"
+        if target is None:
+            self._say(f"{verb}: {_ran(ok)}.")
+            self._offer_copy(session.fixed_code or "", "this frontend did not say which cell ran")
             return
+        if frontend_runs:
+            self._say(f"{verb}: writing the fix into the cell, which then runs with it…")
+        else:
+            self._say(f"{verb}: {_ran(ok)}.")
+        self._write_into_cell(target, run=frontend_runs)
 
+    def _target(self) -> tuple[str, str, str] | None:
+        """The cell to write: its id, the source it ran with, and its new source."""
+        session = self.session
+        new_source = _cell_source_with_fix(
+            session.cell_source, session.original_code, session.fixed_code or ""
+        )
+        if session.cell_id is None or session.cell_source is None or new_source is None:
+            return None
+        return session.cell_id, session.cell_source, new_source
+
+    def _write_into_cell(self, target: tuple[str, str, str], *, run: bool) -> None:
+        session, fixed = self.session, self.session.fixed_code or ""
         verb = "Applied anyway" if session.accepted_anyway else "Accepted"
 
         def done(result: WriteResult) -> None:
+            if result.ok and result.runs:
+                self._say(
+                    f"{verb}: the cell now holds the fix and runs with it (undo puts the old code back)."
+                )
+                return
+            with self.output:
+                ran = _ran(session.apply_here()) if run else _ran(bool(session.accept_ok))
             if result.ok:
                 self._say(f"{verb}: {ran}, and the cell now holds the fix (Undo in the cell restores it).")
             elif result.via_extension:
                 self._say(f"{verb}: {ran}; the cell was not changed: {result.reason}.")
                 self._offer_copy(fixed, result.reason)
             else:
+                self._say(f"{verb}: {ran}.")
                 self._offer_copy(fixed, result.reason)
 
-        write_cell(session.cell_id, session.cell_source, new_source, done, metadata=_provenance(session))
+        extra: dict[str, Any] = {"execute_request": session.request_id, "run": run}
+        if run:
+            extra["fixed_output"] = fixed_output(session)
+        cell_id, expected, new_source = target
+        write_cell(cell_id, expected, new_source, done, metadata=_provenance(session), extra=extra)
 
     def _offer_copy(self, code: str, reason: str) -> None:
         self.copy_box.value = code
@@ -810,4 +839,41 @@ def _provenance(session: RefineSession) -> dict[str, Any]:
         "accepted_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "verified": session.verified and not session.accepted_anyway,
         "version": __version__,
+    }
+
+
+def _ran(ok: bool) -> str:
+    return "the fix ran in the kernel" if ok else "the fix raised when run in the kernel (see below)"
+
+
+def fixed_output(session: RefineSession) -> dict[str, Any]:
+    """The one line that replaces the panel once the fixed cell ran (the extension puts it above
+    the fixed run's outputs): "✔ Fixed by nbrefine — 2 tries · details · undo". Its buttons are
+    handled by the extension; the details (the diff, the attempts, why) unfold in place."""
+    tries = count_tries(len(_tries(session.attempts)))
+    anyway = " (applied anyway: not verified)" if session.accepted_anyway else ""
+    line = f"Fixed by nbrefine — {tries}{anyway}"
+    offset = session.line_offset
+    attempts = "".join(
+        f"<li>{html.escape(attempt_mark(a))} attempt {n}: {html.escape(attempt_outcome(a, offset))}</li>"
+        for n, a in enumerate(_tries(session.attempts), start=1)
+    )
+    why = markdown_html(session.explanation) if session.explanation else ""
+    diff = diff_html(session.original_code.rstrip(), session.fixed_code or "")
+    details = f'{diff}{why}<ul class="nbr-list">{attempts}</ul>'
+    buttons = (
+        ' · <button type="button" class="nbr-link" data-nbrefine-action="details" aria-expanded="false">'
+        "details</button>"
+        ' · <button type="button" class="nbr-link" data-nbrefine-action="undo" '
+        'title="put the code the cell had before the fix back">undo</button><span class="nbr-below"></span>'
+    )
+    markup = (
+        f'{STYLE}<div class="nbr-panel nbr-fixed nbr-ok"><div class="nbr-fixed-line">'
+        f'<span class="nbr-icon" aria-hidden="true">✔</span>{html.escape(line)}{buttons}</div>'
+        f'<div class="nbr-fixed-details" hidden>{details}</div></div>'
+    )
+    return {
+        "output_type": "display_data",
+        "data": {"text/html": markup, "text/plain": f"✔ {line}"},
+        "metadata": {"nbrefine": {"fixed": True}},
     }

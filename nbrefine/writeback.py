@@ -28,6 +28,7 @@ class WriteResult:
     ok: bool
     reason: str = ""
     via_extension: bool = True  # False: no extension answered; show the code to copy instead
+    runs: bool = False  # the frontend runs the cell itself now (asked with ``run=True``)
 
 
 def write_cell(
@@ -38,11 +39,13 @@ def write_cell(
     *,
     metadata: dict[str, Any] | None = None,
     timeout_s: float = 10.0,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     """Ask the frontend to write ``source`` into cell ``cell_id``; ``on_result`` gets the answer once.
 
     Asynchronous: the answer arrives as a comm message, which the kernel can only read once
-    the current message (e.g. a button click) has been handled."""
+    the current message (e.g. a button click) has been handled. ``extra``: more fields of the
+    request (``execute_request``, ``run``, ``fixed_output``: see labextension/src/apply.ts)."""
     try:
         from comm import create_comm
     except ImportError:  # not in a kernel with comm support
@@ -61,7 +64,7 @@ def write_cell(
         data = (msg.get("content") or {}).get("data") or {}
         if data.get("request_id") not in (None, request_id):
             return
-        answer(WriteResult(bool(data.get("ok")), str(data.get("reason", ""))))
+        answer(WriteResult(bool(data.get("ok")), str(data.get("reason", "")), runs=data.get("runs") is True))
 
     def on_close(_msg: Any) -> None:
         answer(WriteResult(False, "no nbrefine extension answered in this frontend", via_extension=False))
@@ -80,6 +83,7 @@ def write_cell(
         "expected_source": expected_source,
         "source": source,
         "metadata": {"nbrefine": metadata or {}},
+        **(extra or {}),
     }
     comm = create_comm(target_name=TARGET, data=data)
     comm.on_msg(on_msg)

@@ -372,3 +372,71 @@ def test_line_numbers_are_the_cells_own_under_a_refine_line(shell):
     assert "NameError at line 3" in text_of(panel.summary.value)  # as numbered in the notebook cell
     assert "your cell, line 3:" in text_of(panel.details.value)
     assert "the cell failed with NameError at line 3" in session.render_text()
+
+
+class FakeFrontend:
+    """Stands in for writeback.write_cell: records the request, answers like the extension."""
+
+    def __init__(self, answer):
+        self.answer, self.requests = answer, []
+
+    def __call__(self, cell_id, expected, source, on_result, *, metadata=None, extra=None, timeout_s=10.0):
+        self.requests.append({"cell_id": cell_id, "expected": expected, "source": source, **(extra or {})})
+        on_result(self.answer)
+
+
+def notebook_session(shell, monkeypatch, answer):
+    """A failing %%refine cell as a notebook runs it: the cell id and request id known."""
+    from nbrefine import widget
+    from nbrefine.writeback import WriteResult
+
+    shell.run_cell("counter = 1")
+    session = failing_session(
+        shell,
+        ["```python\ncounter = counter + 1\nvalue = counter * 21\n```"],
+        cell="counter = counter + 1\n    \nvalue = 2 * nope",
+    )
+    session.cell_id, session.request_id = "cell-abc", "msg-123"
+    session.cell_source = "%%refine --provider widget-scripted\ncounter = counter + 1\n    \nvalue = 2 * nope"
+    frontend = FakeFrontend(WriteResult(*answer) if isinstance(answer, tuple) else answer)
+    monkeypatch.setattr(widget, "write_cell", frontend)
+    return session, frontend
+
+
+def test_accept_lets_the_extension_run_the_cell_after_undoing_the_failed_runs_rebinds(shell, monkeypatch):
+    from nbrefine.writeback import WriteResult
+
+    session, frontend = notebook_session(shell, monkeypatch, WriteResult(True, runs=True))
+    assert shell.user_ns["counter"] == 2  # the failed run got that far
+    panel = ReviewPanel(session)
+    panel.accept_button.click()
+    (request,) = frontend.requests
+    assert request["run"] is True and request["execute_request"] == "msg-123"
+    # the whitespace-only line IPython emptied does not stop the write
+    assert (
+        request["source"]
+        == "%%refine --provider widget-scripted\ncounter = counter + 1\nvalue = counter * 21"
+    )
+    assert request["expected"] == session.cell_source
+    assert shell.user_ns["counter"] == 1 and "value" not in shell.user_ns  # undone, not run: the cell runs it
+    assert session.decision == "accepted" and session.accept_ok is None
+    line = request["fixed_output"]
+    assert line["data"]["text/plain"] == "✔ Fixed by nbrefine — 1 try"
+    markup = line["data"]["text/html"]
+    assert 'data-nbrefine-action="details"' in markup and 'data-nbrefine-action="undo"' in markup
+    assert '<span class="nbr-below"></span>' in markup and line["metadata"] == {"nbrefine": {"fixed": True}}
+    assert "runs with it" in text_of(panel.status.value)
+
+
+def test_accept_runs_the_fix_here_when_no_extension_runs_the_cell(shell, monkeypatch):
+    from nbrefine.writeback import WriteResult
+
+    session, frontend = notebook_session(
+        shell, monkeypatch, WriteResult(False, "no extension", via_extension=False)
+    )
+    panel = ReviewPanel(session)
+    panel.accept_button.click()
+    assert frontend.requests[0]["run"] is True
+    assert shell.user_ns["counter"] == 2 and shell.user_ns["value"] == 42  # once: undone, then the fix ran
+    assert session.accept_ok is True
+    assert shown(panel.copy_box) and "no extension" in text_of(panel.status.value)

@@ -7,8 +7,10 @@
  * Protocol (the kernel opens a comm to the target `nbrefine`; the open message's data is
  * the request; the frontend answers with exactly one comm message, then closes the comm):
  *
- *   {action: "write_cell", request_id, cell_id, expected_source, source, metadata?}
+ *   {action: "write_cell", request_id, cell_id, expected_source, source, metadata?,
+ *    execute_request?, run?, fixed_output?}
  *     -> {request_id, ok: true}
+ *     -> {request_id, ok: true, runs: true}   (with run: the frontend then runs the cell: see apply.ts)
  *     -> {request_id, ok: false, reason: "the cell is no longer in the notebook"}
  *     -> {request_id, ok: false, reason: "the cell was edited since it ran; nothing was changed"}
  *   {action: "ping", request_id?} -> {request_id?, ok: true, version}
@@ -32,6 +34,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { ICellModel } from '@jupyterlab/cells';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject, JSONValue } from '@lumino/coreutils';
+import { canRun, handleActions, runFixed, target, trackExecutions } from './apply';
 
 /** The notebook metadata key of an instructor's teaching policy. */
 export const POLICY_KEY = 'nbrefine';
@@ -53,7 +56,7 @@ export const REASON_READ_ONLY =
 export const REASON_CELL_READ_ONLY =
   'the cell is not editable (metadata "editable": false); nothing was changed';
 
-type Reply = { ok: boolean; reason?: string; version?: string };
+type Reply = { ok: boolean; reason?: string; version?: string; runs?: boolean };
 
 /** What a Yjs undo manager offers that we use (present on the shared cell models of JupyterLab 4). */
 interface IUndoCapture {
@@ -97,7 +100,7 @@ function otherPanelsOnKernel(
  * Replace the source as a single undo step: close the step the user's typing may still be
  * in, write, close again (so the next keystroke starts a new step). The cell keeps its id.
  */
-function replaceSource(
+export function replaceSource(
   cell: ICellModel,
   source: string,
   provenance: JSONValue | undefined
@@ -138,8 +141,7 @@ export function answer(
   if (action !== 'write_cell') {
     return { ok: false, reason: REASON_UNKNOWN };
   }
-  const cellId = data['cell_id'];
-  const expected = data['expected_source'];
+  const { cellId, expected } = target(data); // by the execute request that ran it, if known
   const source = data['source'];
   if (
     typeof cellId !== 'string' ||
@@ -174,7 +176,7 @@ export function answer(
     provenance = (metadata as JSONObject)['nbrefine'];
   }
   replaceSource(cell, source, provenance);
-  return { ok: true };
+  return canRun(panel, cell, data) ? { ok: true, runs: true } : { ok: true };
 }
 
 /**
@@ -288,6 +290,11 @@ function onCommOpen(
   } catch {
     // the kernel went away meanwhile
   }
+  const cell = reply.runs ? findCell(panel, String(target(data).cellId)) : undefined;
+  if (cell) {
+    // after the answer: the kernel reads it (and does Accept's first step) before this runs
+    runFixed(panel, cell, data).catch(err => console.warn('nbrefine: could not run the fixed cell', err));
+  }
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -314,7 +321,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
           onCommOpen(tracker, panel, kernel, comm, msg)
         );
         watchPolicy(panel, kernel);
+        trackExecutions(kernel);
       };
+      handleActions(panel, replaceSource);
       context.kernelChanged.connect(register);
       context.sessionChanged.connect(register);
       void context.ready.then(register).catch(() => undefined);

@@ -184,3 +184,69 @@ def test_at_700_px_every_label_and_both_diff_sides_are_visible(lab: App, fake: A
     )
     assert all(scrolls), scrolls
     shot(panel, "panel-narrow.png")
+
+
+CELL_OUTPUTS_JS = """([path, i]) => {
+  const panel = Array.from(window.jupyterapp.shell.widgets('main'))
+    .find(w => w.context && w.context.path === path);
+  const cell = panel.content.model.cells.get(i);
+  return { outputs: cell.outputs.toJSON(), count: cell.executionCount };
+}"""
+
+
+def cell_state(app: App, name: str, index: int) -> dict[str, Any]:
+    return dict(app.page.evaluate(CELL_OUTPUTS_JS, [name, index]))
+
+
+@pytest.mark.parametrize("app_name", ["lab", "nb7"])
+def test_after_accept_the_cell_shows_the_fixed_run_and_run_all_can_resume(
+    app_name: str, fake: Any, request: pytest.FixtureRequest
+) -> None:
+    app: App = request.getfixturevalue(app_name)
+    name = f"accept-{app_name}.ipynb"
+    (app.server.root / "deep_lib.py").write_text(DEEP_LIB, encoding="utf-8")
+    printing = f'{RIGHT}\nprint("north is", north)'
+    app.server.write_notebook(name, [SETUP, DATA, REFINE, SHOW, "print('last cell')"])
+    fake.script(block(WRONG, "The key is spelt `NORTH`."), block(printing, "Lower case."))
+    app.open(name)
+    app.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")  # Run All
+    cell = app.cell(name, I_REFINE, f"accept-{app_name}")
+    expect(cell.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
+    failed = cell_state(app, name, I_REFINE)
+    assert [o["output_type"] for o in failed["outputs"]].count(
+        "error"
+    ) == 2  # the traceback, "Run All stopped"
+    assert cell_state(app, name, I_REFINE + 1)["count"] is None  # Run All stopped before these
+
+    cell.get_by_role("button", name="Accept").click()
+    expect(cell.get_by_text("Fixed by nbrefine — 2 tries")).to_be_visible(timeout=30_000)
+    app.wait_source(name, I_REFINE, f"%%refine\n{printing}")
+    fixed = cell_state(app, name, I_REFINE)
+    kinds = [o["output_type"] for o in fixed["outputs"]]
+    assert "error" not in kinds, fixed  # no traceback, no stale "Run All stopped here" line
+    assert kinds[0] == "display_data" and fixed["outputs"][0]["metadata"] == {"nbrefine": {"fixed": True}}
+    assert any(o.get("text") == "north is 37.5\n" for o in fixed["outputs"]), fixed  # the fixed run's output
+    assert fixed["count"] is not None and fixed["count"] > (failed["count"] or 0)  # and its execution count
+    text = cell.locator(".jp-Cell-outputArea").inner_text()
+    assert "Verified fix ready" not in text and "KeyError" not in text and "Run All stopped" not in text
+    shot(cell.locator(".jp-Cell-outputArea"), f"panel-accepted-{app_name}.png")
+
+    # Run All resumes where it stopped.
+    expect(cell.get_by_text("2 cells below did not run")).to_be_visible()
+    cell.get_by_role("button", name="Run them").click()
+    app.page.wait_for_function(
+        "([p, i]) => window.__nbr.output(p, i).includes('last cell')",
+        arg=[name, I_REFINE + 2],
+        timeout=30_000,
+    )
+    assert app.js("output", name, I_REFINE + 1).strip() == "north is 37.5"
+    expect(cell.get_by_text("cells below did not run")).to_have_count(0)
+
+    # details unfold the diff in place; undo puts the old code back and clears the fixed run's outputs.
+    cell.get_by_role("button", name="details").click()
+    expect(cell.locator(".nbr-fixed-details .nbr-code").first).to_be_visible()
+    cell.get_by_role("button", name="undo").click()
+    app.wait_source(name, I_REFINE, REFINE)
+    undone = cell_state(app, name, I_REFINE)
+    assert undone["count"] is None and len(undone["outputs"]) == 1
+    assert "undone" in undone["outputs"][0]["data"]["text/plain"]
