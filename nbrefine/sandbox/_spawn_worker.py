@@ -6,6 +6,8 @@ namespace, tells the kernel it is ready (with the values it could not load), the
 trial exactly as a fork trial does: :func:`.execute.trial_child` makes the streams
 private, hardens this process and writes the outcome to the result pipe. Always leaves with
 ``os._exit``. Small import footprint: no IPython, no cloudpickle unless a value needs it.
+
+May import the standard library and the sibling modules of this package.
 """
 
 from __future__ import annotations

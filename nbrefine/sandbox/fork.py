@@ -5,7 +5,7 @@ kernel's state as it was before the cell ran and then waits. Each candidate is r
 fresh fork of that process (copy-on-write: cheap even with GiBs of data), so every
 candidate sees exactly what the user's cell saw and nothing it does reaches the kernel.
 
-Rules from ``ARCHITECTURE.md`` that this module keeps: fork only from the main thread;
+Rules this module keeps: fork only from the main thread;
 flush the streams before forking; in a child, replace ``sys.stdout``/``sys.stderr`` and
 file descriptors 1 and 2 at once (the inherited ones belong to ipykernel and would
 re-send output to the notebook); never touch zmq, comms or ``OutStream`` there; send
