@@ -109,11 +109,17 @@ is accepted: it runs for real, the state advances, and it goes into the cell wit
 provenance in the cell's metadata (metadata.nbrefine). Cells that stay broken keep their error
 output, and the run goes on. A progress line per cell goes to stderr; the summary, with the
 diff of every fix, to stdout.
+
+Several notebooks, folders (searched recursively) or glob patterns run in parallel, one kernel
+each (--jobs): one progress bar, a line per notebook, a summary over all of them, and reports
+for CI (JUnit) and for a class (an instructor's page, a feedback file per student).
 """
 
 USAGE_EPILOG = """\
 exit status: 0 every cell passes at the end, 1 some cell still fails (or the kernel died),
-2 bad usage or input, 130 interrupted (nothing is written).
+2 bad usage or input, 130 interrupted (nothing is written). Over several notebooks: 0 all pass,
+1 some cell still fails (--fail-on any: failed at all), 2 some input was bad (the others still
+run), 130 interrupted (what finished is written, and the reports).
 
 Provider 'auto' (the default, or $NBREFINE_PROVIDER) is anthropic when ANTHROPIC_API_KEY is set,
 else offline: the offline quick fixes (typos, missing imports, wrong column names, ...) need no key.
@@ -124,6 +130,8 @@ examples:
   nbrefine fix analysis.ipynb --dry-run --report report.md
   nbrefine fix analysis.ipynb --cells 3,5-7 --provider anthropic --max-attempts 5
   nbrefine fix exercise.ipynb --mode hint --max-hints 3 --report hints.md
+  nbrefine fix notebooks/ -o fixed/ --report summary.md --report junit.xml
+  nbrefine fix course/submitted --mode hint -o graded/ --report class.html
 """
 
 
@@ -228,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_batch_options(fix: argparse.ArgumentParser) -> None:
     from .reports.summary import FAIL_ON
 
-    batch = fix.add_argument_group("several notebooks (any of these runs the batch mode)")
+    batch = fix.add_argument_group(
+        "several notebooks (with a single notebook, any of these but -v makes a batch of one)"
+    )
     batch.add_argument(
         "--jobs", type=int, metavar="N", help="notebooks run at once, one kernel each (default: the cores)"
     )

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -287,6 +288,49 @@ def test_ctrl_c_stops_every_kernel_writes_nothing_half_done_and_the_partial_repo
         "s0.ipynb",
         "s1.ipynb",
     ]
+
+
+DOOMED = (
+    "import os, time\n"
+    "open('kernel.pid', 'w').write(str(os.getpid()))\n"
+    "open('worker.pid', 'w').write(str(os.getppid()))\n"
+    "time.sleep(60)"
+)
+
+
+def test_a_worker_that_dies_fails_its_notebook_and_the_batch_goes_on(tmp_path: Path, capsys: Any) -> None:
+    notebook(tmp_path / "nbs/a_doomed.ipynb", DOOMED, "x = 1")
+    notebook(tmp_path / "nbs/b_fine.ipynb", "x = 1")
+    notebook(tmp_path / "nbs/c_fine.ipynb", "y = 2")
+    # The kernel's parent is the worker running its notebook: kill it (the OOM killer would).
+    killed: list[int] = []
+
+    def kill_the_worker() -> None:
+        deadline = time.monotonic() + 60
+        pid_file = tmp_path / "nbs/worker.pid"
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed.append(int(pid_file.read_text()))
+        os.kill(killed[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_worker, daemon=True)
+    killer.start()
+    code = main(["fix", "nbs", *OFFLINE, "--jobs", "1", "--dry-run", "--report", "r.json"])
+    killer.join(5)
+
+    out, err = capsys.readouterr()
+    assert killed and code == 1, out + err
+    report = json.loads((tmp_path / "r.json").read_text())
+    rows = by_path(report)
+    assert {p: e["outcome"] for p, e in rows.items()} == {
+        "nbs/a_doomed.ipynb": "fail",
+        "nbs/b_fine.ipynb": "pass",
+        "nbs/c_fine.ipynb": "pass",
+    }
+    assert rows["nbs/a_doomed.ipynb"]["message"] == "the worker process running it died (killed by SIGKILL)"
+    assert "✗ nbs/a_doomed.ipynb: the worker process running it died (killed by SIGKILL)" in err
+    assert not _alive(int((tmp_path / "nbs/kernel.pid").read_text()))  # its kernel went with it
+    assert rows["nbs/b_fine.ipynb"]["worker"] != f"{os.uname().nodename}:{killed[0]}"  # a new worker
 
 
 # --------------------------------------------------------------------------- shared model requests

@@ -49,7 +49,7 @@ class Display:
         self.task = self.progress.add_task(self._description(), total=self.total)
 
     def _description(self) -> str:
-        return f"fixing notebooks ({self.running} running)"
+        return f"fixing notebooks ({max(0, self.running)} running)"
 
     def note(self, text: str) -> None:
         """A line for every run but a quiet one (the provider, a resumed batch, ...)."""

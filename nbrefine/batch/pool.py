@@ -195,7 +195,7 @@ class LocalPool:
             self._workers.remove(proc)
             kill_kernel(kernel) if _alive(kernel) else None
             self._start_worker()
-            message = f"the worker process running it died (exit code {proc.exitcode})"
+            message = f"the worker process running it died ({_how(proc.exitcode)})"
             return NotebookResult(index, self._paths.get(index, "?"), "fail", message=message)
         return None
 
@@ -213,6 +213,13 @@ class LocalPool:
             q.cancel_join_thread()  # a killed worker may leave a half-read queue: never block on it
             q.close()
         self._workers = []
+
+
+def _how(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-exitcode).name}"
+    return f"exit code {exitcode}"
 
 
 def _alive(pid: int) -> bool:

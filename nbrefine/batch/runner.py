@@ -313,6 +313,8 @@ def _line(entry: dict[str, Any]) -> str:
     if status == "error":
         return f"! {path}: {_without(str(entry.get('message')), path)}"
     s = (entry.get("report") or {}).get("summary") or {}
+    if not s:  # it never ran to the end (its worker died)
+        return f"✗ {path}: {entry.get('message')}"
     fixed = sum(c.get("status") == "fixed" for c in (entry.get("report") or {}).get("cells") or [])
     took = float((entry.get("timings") or {}).get("total_s") or 0.0)
     cells = int(s.get("cells_run") or 0)
