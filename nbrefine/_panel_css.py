@@ -72,6 +72,7 @@ _CSS = """
 .nbr-panel.nbr-warn { --nbr-accent: var(--jp-warn-color1, #b26a00); }
 .nbr-panel.nbr-bad { --nbr-accent: var(--jp-error-color1, #c62828); }
 .nbr-panel.nbr-busy { --nbr-accent: var(--jp-brand-color1, #1976d2); }
+.nbr-panel.nbr-info { --nbr-accent: var(--jp-brand-color1, #1976d2); }
 .nbr-panel .widget-html, .nbr-panel .widget-html-content { color: inherit; font: inherit;
   line-height: inherit; max-width: 100%; min-width: 0; }
 .nbr-panel .widget-html-content { white-space: normal; }
@@ -146,8 +147,14 @@ _CSS = """
 .nbr-panel .nbr-fixed-details { margin-top: 6px; font-weight: 400; }
 /* JupyterLab / Notebook 7: the panel first among its cell's outputs (the traceback comes after
    it, not 60 frames before it)... */
-.jp-OutputArea:has(> .jp-OutputArea-child .nbr-panel) { display: flex; flex-direction: column; }
-.jp-OutputArea-child:has(.nbr-panel) { order: -1; }
+.jp-OutputArea:has(> .jp-OutputArea-child :is(.nbr-panel, .nbr-offer)) { display: flex;
+  flex-direction: column; }
+.jp-OutputArea-child:has(:is(.nbr-panel, .nbr-offer)) { order: -1; }
+.nbr-offer > .jupyter-button.nbr-primary { width: auto; padding: 0 12px; font-weight: 600;
+  background: var(--jp-brand-color1, #1976d2); color: var(--jp-ui-inverse-font-color0, #fff); }
+.nbr-offer > .jupyter-button:focus-visible { outline: 2px solid var(--jp-ui-font-color0, currentColor);
+  outline-offset: 2px; }
+.nbr-offer:has(.nbr-panel) > .jupyter-button { display: none; }
 /* ...and once a fix is offered, the error outputs above it fold until "the full traceback" is open. */
 .jp-OutputArea-child:has(> .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]):has(
   ~ .jp-OutputArea-child .nbr-panel.nbr-fold details.nbr-tb:not([open])) { display: none; }

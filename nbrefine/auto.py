@@ -161,7 +161,9 @@ class AutoMode:
                 self.repair_last(failure)  # this cell's failure, even if others failed since
 
         button.on_click(clicked)
-        display(widgets.VBox([button, out]))  # type: ignore[no-untyped-call]
+        from .widget import offer_box
+
+        display(offer_box(button, out))  # type: ignore[no-untyped-call]
 
     def _drop_snapshot(self) -> None:
         if self._snapshot is not None:

@@ -225,6 +225,16 @@ def _button(description: str, cls: str, tooltip: str = "", icon: str = "") -> wi
     return button
 
 
+def offer_box(button: widgets.Button, out: widgets.Output) -> widgets.VBox:
+    """Automatic mode's "Suggest a fix" (or "Get a hint") button under a failing cell, and the
+    output its panel goes to: shown above the traceback (the stylesheet orders it first), the
+    button styled as the action it is, and gone once the panel is there."""
+    button.add_class("nbr-primary")
+    box = widgets.VBox([button, out, widgets.HTML(STYLE)])
+    box.add_class("nbr-offer")
+    return box
+
+
 # ---------------------------------------------------------------------------------- the panel
 
 
@@ -447,13 +457,15 @@ class ReviewPanel:
             if running
             else "nbr-ok"
             if session.verified and not session.accept_refused and session.decision != "rejected"
+            else "nbr-info"
+            if session.status == "hint"
             else "nbr-warn"
-            if fixed or session.status in ("interrupted", "budget", "hint")
+            if fixed or session.status in ("interrupted", "budget")
             else "nbr-bad"
             if session.status in ("unfixed", "error")
             else ""
         )
-        for cls in ("nbr-busy", "nbr-ok", "nbr-warn", "nbr-bad"):
+        for cls in ("nbr-busy", "nbr-ok", "nbr-warn", "nbr-bad", "nbr-info"):
             if cls != state and cls in self.widget._dom_classes:
                 self.widget.remove_class(cls)
         if state:
@@ -656,7 +668,7 @@ class ReviewPanel:
             title = "Could not get a hint"
         error = session.status == "error"
         sub = html.escape(session.message) + self._how_to_fix(session.message) if error else ""
-        self.summary.value = _summary_html("💡", title, sub)
+        self.summary.value = _summary_html("✎", title, sub)
         self.stop_button.layout.display = "none"
         self.progress.layout.display = None if running else "none"
         blocks = [

@@ -250,3 +250,108 @@ def test_after_accept_the_cell_shows_the_fixed_run_and_run_all_can_resume(
     undone = cell_state(app, name, I_REFINE)
     assert undone["count"] is None and len(undone["outputs"]) == 1
     assert "undone" in undone["outputs"][0]["data"]["text/plain"]
+
+
+def test_a_provider_error_counts_no_attempt_and_offers_only_retry(lab: App, fake: Any) -> None:
+    name = "unauthorised.ipynb"
+    (lab.server.root / "deep_lib.py").write_text(DEEP_LIB, encoding="utf-8")
+    lab.server.write_notebook(name, CELLS)
+    fake.script({"status": 401}, block(RIGHT, "Lower case."))
+    lab.open(name)
+    for index in range(I_REFINE):
+        lab.run(name, index)
+    lab.run(name, I_REFINE)
+    cell = lab.cell(name, I_REFINE, "unauthorised")
+    expect(cell.get_by_text("Could not ask the model")).to_be_visible(timeout=PANEL_TIMEOUT)
+    panel = cell.locator(".nbr-panel")
+    text = panel.inner_text()
+    assert "HTTP 401" in text and "%env ANTHROPIC_API_KEY" in text
+    assert "attempt" not in text.lower()  # nothing was proposed: no "✘ attempt 1"
+    buttons = [b.inner_text().strip() for b in panel.locator("button:visible").all()]
+    assert buttons == ["Retry"], buttons
+    cell.get_by_role("button", name="Retry").click()
+    expect(cell.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
+    expect(cell.get_by_text("Fixes KeyError at line 2: 'North' · 1 try")).to_be_visible()
+
+
+def test_a_cell_with_whitespace_only_lines_is_written_and_run(lab: App, fake: Any) -> None:
+    """IPython empties the magic body's blank-but-indented lines: the cell is found by the
+    request that ran it, and the write compares what that request sent."""
+    name = "blanks.ipynb"
+    (lab.server.root / "deep_lib.py").write_text(DEEP_LIB, encoding="utf-8")
+    helper = "def twice(x):\n    return 2 * x\n    \n"
+    lab.server.write_notebook(name, [SETUP, DATA, f"%%refine\n{helper}{BODY}", SHOW])
+    fake.script(block(f"{helper}{RIGHT}", "Lower case."))
+    lab.open(name)
+    for index in range(I_REFINE):
+        lab.run(name, index)
+    lab.run(name, I_REFINE)
+    cell = lab.cell(name, I_REFINE, "blanks")
+    expect(cell.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
+    cell.get_by_role("button", name="Accept").click()
+    expect(cell.get_by_text("Fixed by nbrefine — 1 try")).to_be_visible(timeout=30_000)
+    fixed = lab.sources(name)[I_REFINE]
+    assert fixed.startswith("%%refine\ndef twice(x):") and '"north"' in fixed
+    assert lab.run(name, I_REFINE + 1).strip() == "north is 37.5"
+
+
+AUTO_SETUP = "%load_ext nbrefine\n%config Refine.quick_fixes = False\n%refine auto offer"
+
+
+def test_automatic_mode_offers_above_the_traceback_and_accept_runs_the_cell(lab: App, fake: Any) -> None:
+    name = "auto.ipynb"
+    (lab.server.root / "deep_lib.py").write_text(DEEP_LIB, encoding="utf-8")
+    lab.server.write_notebook(name, [AUTO_SETUP, DATA, BODY, SHOW])
+    fake.script(block(RIGHT, "Lower case."))
+    lab.open(name)
+    for index in range(I_REFINE + 1):
+        lab.run(name, index)
+    cell = lab.cell(name, I_REFINE, "auto")
+    offer = cell.get_by_role("button", name="Suggest a fix")
+    expect(offer).to_be_visible(timeout=30_000)
+    traceback = cell.get_by_text("Traceback (most recent call last)").first
+    assert box(offer)["y"] < box(traceback)["y"]  # the action first, then the 25 frames
+    offer.click()
+    expect(cell.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
+    assert cell.locator(".jp-Cell-outputArea").inner_text().count("KeyError") == 1
+    cell.get_by_role("button", name="Accept").click()
+    expect(cell.get_by_text("Fixed by nbrefine — 1 try")).to_be_visible(timeout=30_000)
+    assert lab.sources(name)[I_REFINE] == RIGHT
+    assert "error" not in [o["output_type"] for o in cell_state(lab, name, I_REFINE)["outputs"]]
+
+
+TEACH_SETUP = "%load_ext nbrefine\n%refine policy --mode hint --max-hints 3 --lock\n%refine auto offer"
+EXERCISE = "def mean(xs):\n    return sum(xs) / len(x)\n\nm = mean([1, 2, 3])"
+HINTS = [
+    "Look at the line the error points to: which name is used there that the function never defines?",
+    "Inside `mean`, the list is called `xs`. Which name does the division use instead?",
+    "The division should use the function's own parameter for the length.",
+]
+
+
+def test_teaching_hints_pile_up_under_one_label_and_the_last_one_says_so(lab: App, fake: Any) -> None:
+    name = "exercise.ipynb"
+    lab.server.write_notebook(name, [TEACH_SETUP, EXERCISE])
+    fake.script(*({"text": hint} for hint in HINTS))
+    lab.open(name)
+    lab.run(name, 0)
+    lab.run(name, 1)
+    cell = lab.cell(name, 1, "exercise")
+    ask = cell.get_by_role("button", name="Get a hint")  # not "Suggest a fix": the policy is hint
+    expect(ask).to_be_visible(timeout=30_000)
+    ask.click()
+    panel = cell.locator(".nbr-panel")
+    expect(panel.get_by_text("Hint 1 of 3")).to_be_visible(timeout=PANEL_TIMEOUT)
+    for number in (2, 3):
+        more = cell.get_by_role("button", name=f"Another hint ({4 - number} left)")
+        more.click()
+        expect(panel.get_by_text(f"Hint {number} of 3")).to_be_visible(timeout=PANEL_TIMEOUT)
+    text = panel.inner_text()
+    for number, hint in enumerate(HINTS, start=1):  # all three, in order, each labelled once
+        assert text.count(f"Hint {number} of 3") == 1
+        assert hint.replace("`", "") in text
+    assert text.index(HINTS[0][:20]) < text.index("Inside") < text.index("The division should")
+    assert "Hints used" not in text
+    assert text.rstrip().endswith("That was the last hint for this cell.")
+    expect(cell.get_by_role("button", name="Another hint")).to_have_count(0)
+    shot(panel, "panel-teaching.png")
