@@ -481,11 +481,17 @@ def test_class_report_feedback_per_student_and_the_instructor_page(
     for exercise in ("load", "total", "test_total"):
         mine = [c for c in cells if c.get("nbgrader", {}).get("grade_id") == exercise]
         failed = sum(c["status"] in ("fixed", "unfixed") for c in mine)
+        # failing on a name the answer cell (unfixed: hint mode) was to define
+        after = sum(c["error_message"] == "name 'total' is not defined" for c in mine)
         row = re.search(
-            rf"<td><code>{exercise}</code></td><td class='n'>(\d+)</td><td class='n'>(\d+)</td>", text
+            rf"<td><code>{exercise}</code></td><td class='n'>(\d+)</td><td class='n'>(\d+)</td>"
+            r"<td class='n'>(\d+)</td>",
+            text,
         )
-        assert row is not None and (int(row[1]), int(row[2])) == (len(mine), failed)
-    assert failed == 3  # test_total: alice, bob, dave
+        assert row is not None and (int(row[1]), int(row[2]), int(row[3])) == (len(mine), failed, after)
+    assert (failed, after) == (3, 3)  # test_total: alice, bob, dave, after their answer failed
+    assert "<code>test_total</code></h3>" not in text  # not their mistake: not listed as one
+    assert "Not listed: 3 failures that followed from an earlier cell&#x27;s failure." in text
     # The mistakes, grouped by signature, each with an anonymised example.
     assert "2 students · ps1/ps1.ipynb · <code>total</code>" in text
     assert "NameError: name &#x27;pricez&#x27; is not defined" in text

@@ -11,6 +11,7 @@ exercises and the distinct mistakes, not on the number of notebooks.
 
 from __future__ import annotations
 
+import ast
 import base64
 import html
 import io
@@ -89,6 +90,33 @@ def anonymise(source: str, private: tuple[str, ...]) -> str:
     return "\n".join(lines)
 
 
+def bound_names(source: str) -> set[str]:
+    """The names a cell's top-level statements define (what later cells lack if it failed)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):  # a cell that does not parse defines what it tried to
+        return set(re.findall(r"^\s*(\w+)\s*=[^=]", source, flags=re.MULTILINE))
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.For | ast.With):
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    names.add(node.id)
+    return names
+
+
+def _missing_name(cell: dict[str, Any]) -> str | None:
+    """The name of a ``NameError: name 'x' is not defined``, else None."""
+    if cell.get("error_type") != "NameError":
+        return None
+    found = re.search(r"name '(\w+)' is not defined", str(cell.get("error_message") or ""))
+    return found[1] if found else None
+
+
 def private_words(entry: dict[str, Any]) -> tuple[str, ...]:
     place = entry.get("nbgrader")
     return (str(place.get("student")),) if isinstance(place, dict) and place.get("student") else ()
@@ -151,8 +179,13 @@ def _first(text: Any) -> str:
 class _Exercise:
     submissions: int = 0
     failed: int = 0
+    knock_on: int = 0  # of ``failed``: a name an earlier failing cell was to define (not its mistake)
     hints: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def own(self) -> int:
+        return self.failed - self.knock_on
 
 
 @dataclass
@@ -172,6 +205,7 @@ class ClassTotals:
     could_not_run: int = 0
     students: set[str] = field(default_factory=set)
     modes: Counter[str] = field(default_factory=Counter)
+    knock_ons: int = 0
 
     def add(self, entry: dict[str, Any]) -> None:
         if entry.get("status") in ("cancelled", "not_run"):
@@ -187,6 +221,7 @@ class ClassTotals:
         self.modes[str((report.get("teaching") or {}).get("mode") or "fix")] += 1
         sheet, private = sheet_of(entry), private_words(entry)
         failing = 0
+        undefined: set[str] = set()  # names that cells which stayed broken were to define
         for cell in report.get("cells") or []:
             if cell.get("status") not in ("passed", "fixed", "unfixed"):
                 continue
@@ -195,18 +230,30 @@ class ClassTotals:
             if cell["status"] == "passed":
                 continue
             failing += 1
-            self._add_failure(sheet, exercise, cell, private)
+            self._add_failure(sheet, exercise, cell, private, knock_on=_missing_name(cell) in undefined)
+            if cell["status"] == "unfixed":
+                undefined |= bound_names(str(cell.get("original_source") or ""))
         self.failing_per_submission[failing] += 1
 
     def _add_failure(
-        self, sheet: str, exercise: _Exercise, cell: dict[str, Any], private: tuple[str, ...]
+        self,
+        sheet: str,
+        exercise: _Exercise,
+        cell: dict[str, Any],
+        private: tuple[str, ...],
+        *,
+        knock_on: bool,
     ) -> None:
         error_type = str(cell.get("error_type") or "?")
         exercise.failed += 1
-        exercise.errors[error_type] += 1
         hint = cell.get("hint") or {}
         given = bool(hint) and hint.get("status") != "error"
         exercise.hints += given
+        if knock_on:  # the earlier cell's mistake, not this one's: counted, not listed
+            exercise.knock_on += 1
+            self.knock_ons += 1
+            return
+        exercise.errors[error_type] += 1
         key = (
             sheet,
             exercise_of(cell),
@@ -230,6 +277,7 @@ class ClassTotals:
 
     def render(self, meta: dict[str, Any]) -> str:
         ranked = sorted(self.exercises.items(), key=lambda kv: (-_rate(kv[1]), -kv[1].failed, kv[0]))
+        ranked = [item for item in ranked if item[1].submissions]
         parts = [_HEAD.format(title=html.escape(f"nbrefine class report: {self.submissions} submissions"))]
         parts.append(self._overview(meta))
         parts.append(self._exercise_table(ranked))
@@ -261,13 +309,20 @@ class ClassTotals:
             rows.append(
                 f"<tr><td>{html.escape(sheet)}</td><td><code>{html.escape(name)}</code></td>"
                 f"<td class='n'>{ex.submissions}</td><td class='n'>{ex.failed}</td>"
-                f"<td class='n'>{_rate(ex):.0%}</td><td>{types}</td><td class='n'>{ex.hints}</td></tr>"
+                f"<td class='n'>{ex.knock_on}</td><td class='n'>{_rate(ex):.0%}</td>"
+                f"<td>{types}</td><td class='n'>{ex.hints}</td></tr>"
             )
         head = (
-            "<tr><th>notebook</th><th>exercise</th><th>submissions</th><th>failed</th><th>share failed</th>"
-            "<th>error types</th><th>hints given</th></tr>"
+            "<tr><th>notebook</th><th>exercise</th><th>submissions</th><th>failed</th>"
+            "<th>of which after an earlier failure</th><th>share failed by its own mistake</th>"
+            "<th>error types (own mistakes)</th><th>hints given</th></tr>"
         )
-        return f"<h2>Exercises that fail most</h2><table>{head}{''.join(rows)}</table>"
+        note = (
+            "<p>A cell that fails on a name an earlier cell was to define, and did not because it "
+            "failed, is counted as failing after an earlier failure: the mistake is the earlier "
+            "cell's (nbgrader's test cells after a wrong answer, later steps of an analysis).</p>"
+        )
+        return f"<h2>Exercises that fail most</h2>{note}<table>{head}{''.join(rows)}</table>"
 
     def _mistakes_section(self) -> str:
         ranked = sorted(self.mistakes.items(), key=lambda kv: (-kv[1].count, kv[0]))
@@ -290,6 +345,10 @@ class ClassTotals:
             out.append("</div>")
         if len(ranked) > 30:
             out.append(f"<p>… and {len(ranked) - 30} rarer mistakes.</p>")
+        if self.knock_ons:
+            out.append(
+                f"<p>Not listed: {self.knock_ons} failures that followed from an earlier cell's failure.</p>"
+            )
         return "".join(out)
 
     def _plots(self, ranked: list[tuple[tuple[str, str], _Exercise]]) -> str:
@@ -311,12 +370,13 @@ class ClassTotals:
 
 
 def _rate(ex: _Exercise) -> float:
-    return ex.failed / ex.submissions if ex.submissions else 0.0
+    """The share of submissions where the cell failed by its own mistake."""
+    return ex.own / ex.submissions if ex.submissions else 0.0
 
 
 def _label(key: tuple[str, str]) -> str:
     sheet, name = key
-    return f"{PurePosixPath(sheet).stem} · {name}"
+    return f"{sheet.removesuffix('.ipynb')} · {name}"
 
 
 def _figure(height: float) -> tuple[Any, Any]:
@@ -338,16 +398,21 @@ def _png(fig: Any, alt: str) -> tuple[str, str]:
 
 def _rate_plot(ranked: list[tuple[tuple[str, str], _Exercise]]) -> tuple[str, str]:
     shown = ranked[:20][::-1]
-    fig, ax = _figure(1.2 + 0.35 * len(shown))
-    ax.barh([_label(k) for k, _ in shown], [100 * _rate(ex) for _, ex in shown], color="#c0392b")
+    fig, ax = _figure(1.4 + 0.35 * len(shown))
+    labels = [_label(k) for k, _ in shown]
+    own = [100 * _rate(ex) for _, ex in shown]
+    after = [100 * ex.knock_on / ex.submissions if ex.submissions else 0.0 for _, ex in shown]
+    ax.barh(labels, own, color="#c0392b", label="its own mistake")
+    ax.barh(labels, after, left=own, color="#bbbbbb", label="after an earlier failure")
     ax.set_xlabel("share of submissions where the cell failed (%)")
     ax.set_xlim(0, 100)
     ax.set_title("Exercises that fail most")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig, "share of submissions failing, per exercise")
 
 
 def _types_plot(ranked: list[tuple[tuple[str, str], _Exercise]]) -> tuple[str, str]:
-    shown = [(k, ex) for k, ex in ranked[:20] if ex.failed][::-1]
+    shown = [(k, ex) for k, ex in ranked[:20] if ex.own][::-1]
     kinds = [t for t, _ in sum((ex.errors for _, ex in shown), Counter()).most_common(8)]
     fig, ax = _figure(1.6 + 0.35 * max(1, len(shown)))
     left = [0] * len(shown)
@@ -355,13 +420,13 @@ def _types_plot(ranked: list[tuple[tuple[str, str], _Exercise]]) -> tuple[str, s
         counts = [ex.errors.get(kind, 0) for _, ex in shown]
         ax.barh([_label(k) for k, _ in shown], counts, left=left, label=kind)
         left = [a + b for a, b in zip(left, counts, strict=True)]
-    other = [ex.failed - done for (_, ex), done in zip(shown, left, strict=True)]
+    other = [ex.own - done for (_, ex), done in zip(shown, left, strict=True)]
     if any(other):
         ax.barh([_label(k) for k, _ in shown], other, left=left, label="other")
-    ax.set_xlabel("failing submissions")
+    ax.set_xlabel("submissions failing by their own mistake")
     ax.set_title("Error types per exercise")
     if kinds:
-        ax.legend(fontsize="small", loc="lower right")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig, "error types per exercise")
 
 
