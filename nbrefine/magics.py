@@ -48,7 +48,14 @@ from .sandbox import (
     fork_unsafe_reason,
     run_checks,
 )
-from .session import RefineJob, RefineSession, SessionStateError, UnverifiedFixError, last_session
+from .session import (
+    RefineJob,
+    RefineSession,
+    SessionStateError,
+    UnverifiedFixError,
+    last_session,
+    plain_summary,
+)
 from .teaching import (
     MODES,
     OfflineTutor,
@@ -922,6 +929,6 @@ class _Progress:
         elif kind == "trial_done":
             timings.setdefault("trial_s", []).append(now - self.started)
             timings.setdefault("trial_start_s", []).append(payload["start_latency_s"])
-            summary = str(payload["summary"]).replace(" at candidate line ", " at line ")
+            summary = plain_summary(str(payload["summary"]), self.session.line_offset)
             verdict = "passed its trial run" if payload["status"] == "passed" else summary
             print(f"nbrefine:   attempt {self.shown}: {verdict}", flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -612,3 +613,9 @@ def attempt_outcome(attempt: Attempt, line_offset: int = 0) -> str:
     else:
         text = f"{outcome.status.replace('_', ' ')}" + (f": {outcome.detail}" if outcome.detail else "")
     return text + (f" [{attempt.note}]" if attempt.note else "")
+
+
+def plain_summary(summary: str, line_offset: int = 0) -> str:
+    """A trial's one-line summary (``TrialOutcome.one_line``) in the user's words: "at line 2" for
+    the prompt's "at candidate line 1" under a ``%%refine`` line."""
+    return re.sub(r" at candidate line (\d+)", lambda m: f" at line {int(m.group(1)) + line_offset}", summary)

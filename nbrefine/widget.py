@@ -38,6 +38,7 @@ from .session import (
     attempt_outcome,
     count_tries,
     describe_failure,
+    plain_summary,
     provider_failed,
 )
 from .teaching import TeachingResult
@@ -381,8 +382,8 @@ class ReviewPanel:
                 self._what = f"Attempt {payload['attempt'] - self._offset} · trial run in the sandbox"
             elif kind == "trial_done":
                 passed = payload.get("status") == "passed"
-                verdict = "passed its trial run" if passed else str(payload.get("summary", ""))
-                verdict = verdict.replace(" at candidate line ", " at line ")
+                summary = plain_summary(str(payload.get("summary", "")), self.session.line_offset)
+                verdict = "passed its trial run" if passed else summary
                 mark = "✔" if passed else "✘"
                 self._finished.append(f"{mark} attempt {payload['attempt'] - self._offset}: {verdict}")
             elif kind == "teaching_request":

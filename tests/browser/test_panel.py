@@ -355,3 +355,28 @@ def test_teaching_hints_pile_up_under_one_label_and_the_last_one_says_so(lab: Ap
     assert text.rstrip().endswith("That was the last hint for this cell.")
     expect(cell.get_by_role("button", name="Another hint")).to_have_count(0)
     shot(panel, "panel-teaching.png")
+
+
+def test_while_it_runs_one_counter_a_moving_timer_and_no_decision_yet(lab: App, fake: Any) -> None:
+    name = "running.ipynb"
+    (lab.server.root / "deep_lib.py").write_text(DEEP_LIB, encoding="utf-8")
+    lab.server.write_notebook(name, CELLS)
+    fake.script(
+        block(WRONG, "Upper case."), {"fault": "slow", "delay": 4.0, "text": block(RIGHT, "Lower.")["text"]}
+    )
+    lab.open(name)
+    for index in range(I_REFINE):
+        lab.run(name, index)
+    lab.run(name, I_REFINE)
+    cell = lab.cell(name, I_REFINE, "running")
+    panel = cell.locator(".nbr-panel")
+    expect(panel.get_by_text("Attempt 2 of 3")).to_be_visible(timeout=PANEL_TIMEOUT)
+    timer = panel.locator(".nbr-timer")
+    first = timer.inner_text()
+    lab.page.wait_for_timeout(1500)  # the model says nothing meanwhile
+    assert timer.inner_text() != first  # the timer moves
+    text = panel.inner_text()
+    assert text.lower().count("attempt 2") == 1 and "✘ attempt 1: KeyError at line 2: 'NORTH'" in text
+    assert [b.inner_text().strip() for b in panel.locator("button:visible").all()] == ["Stop"]
+    shot(panel, "panel-running.png")
+    expect(panel.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
