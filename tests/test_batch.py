@@ -491,7 +491,7 @@ def test_class_report_feedback_per_student_and_the_instructor_page(
         assert row is not None and (int(row[1]), int(row[2]), int(row[3])) == (len(mine), failed, after)
     assert (failed, after) == (3, 3)  # test_total: alice, bob, dave, after their answer failed
     assert "<code>test_total</code></h3>" not in text  # not their mistake: not listed as one
-    assert "Not listed: 3 failures that followed from an earlier cell&#x27;s failure." in text
+    assert "Not listed: 3 failures that followed from an earlier cell's failure." in text
     # The mistakes, grouped by signature, each with an anonymised example.
     assert "2 students · ps1/ps1.ipynb · <code>total</code>" in text
     assert "NameError: name &#x27;pricez&#x27; is not defined" in text
