@@ -17,12 +17,12 @@ This module holds the provider (its memory of ranked candidates per code and err
 ``unbound`` (UnboundLocalError), ``coercions`` (TypeError), ``syntax`` (SyntaxError and
 indentation). What the fixers share: ``source`` (positions and edits, :class:`Fix`), ``magics``
 (IPython magic lines), ``state`` (what a fixer works with), ``lookups`` (safe reads of kernel
-objects), ``scopes`` (names a scope binds), ``spelling`` (close matches) and ``importable``
-(which modules exist).
+objects), ``scopes`` (where a name is assigned, every use of one binding), ``spelling`` (close
+matches) and ``importable`` (which modules exist).
 
-May import: the standard library, ``nbrefine.providers.base`` and the modules of this package; never
-the sandbox, the engine, IPython or the CLI (the offline tier only reads what the failure context
-gives it)."""
+May import: the standard library, ``nbrefine.providers.base``, :mod:`nbrefine.grounding` and the
+modules of this package; never the sandbox, the engine, IPython or the CLI (the offline tier only
+reads what the failure context gives it)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...grounding.scope import bound_names
 from ..base import DECLINED, ProviderReply, ProviderRequest, RepairContext, TextCallback
 from .attributes import _fix_attribute
 from .coercions import _fix_type
@@ -38,7 +39,6 @@ from .importable import _top_modules as _top_modules
 from .imports import _fix_module
 from .keys import _fix_key
 from .names import _fix_name
-from .scopes import _bound_names as _bound_names
 from .source import Fix, _NoFix, _Source
 from .spelling import _close_matches as _close_matches
 from .spelling import _distance as _distance
@@ -48,8 +48,12 @@ from .unbound import _fix_unbound
 
 __all__ = ["Fix", "OfflineProvider", "propose_fixes"]
 # Code outside this package also takes private names from here (the ``x as x`` imports above):
-# teaching's hints ``_bound_names``, ``_close_matches`` and ``_distance``, bench_offline's
+# teaching's hints ``_close_matches`` and ``_distance`` (and ``_bound_names``, which is
+# nbrefine.grounding.scope.bound_names: teaching should call that), bench_offline's
 # ``_top_modules``; the tests patch ``_FIXERS``.
+
+#: TEMPORARY (issue 13 phase B): teaching.py still calls ``offline._bound_names``.
+_bound_names = bound_names
 
 
 _MODEL = "quick-fixes"

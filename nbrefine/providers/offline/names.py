@@ -3,10 +3,10 @@
 It declines, saying why, when the name is a local variable of another function, is used
 before the cell assigns it, or is as close to a name of the user's as to a builtin.
 
-May import: the standard library, the shared modules of this package (``source``, ``magics``,
-``state``, ``lookups``, ``scopes``, ``spelling``, ``importable``), never another fixer; never the
-sandbox, the engine, IPython or the CLI (the offline tier only reads what the failure context gives
-it)."""
+May import: the standard library, :mod:`nbrefine.grounding.scope`, the shared modules of this
+package (``source``, ``magics``, ``state``, ``lookups``, ``scopes``, ``spelling``, ``importable``),
+never another fixer; never the sandbox, the engine, IPython or the CLI (the offline tier only reads
+what the failure context gives it)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ import sys
 import types
 from collections.abc import Sequence
 
+from ...grounding.scope import bound_names
 from .importable import _UNSAFE_STDLIB, _importable
 from .lookups import _names_of
 from .magics import _MAGIC, _is_timing_line
-from .scopes import _SCOPES, _assigned_plainly, _bound_names, _function_locals, _name_nodes
+from .scopes import _SCOPES, _assigned_plainly, _function_locals, _name_nodes
 from .source import Fix, _NoFix, _Source
 from .spelling import _close_matches, _distance
 from .state import _State
@@ -176,7 +177,7 @@ def _fix_name(state: _State) -> tuple[list[Fix], str]:
     elsewhere = _function_locals(state.namespace)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for local in _bound_names(node):
+            for local in bound_names(node):
                 elsewhere.setdefault(local, node.name)
     if wrong in elsewhere and wrong not in state.namespace and not fixes:
         raise _NoFix(
@@ -209,7 +210,7 @@ def _fix_name(state: _State) -> tuple[list[Fix], str]:
         # A short name inside a function: one local one keystroke away is the only candidate.
         near = [n for n in scope if n != wrong and _distance(wrong, n, 1) == 1 and len(n) >= 2]
         close = near if len(near) == 1 else []
-    close = _by_scope(wrong, close, scope, set(state.namespace) | _bound_names(tree))
+    close = _by_scope(wrong, close, scope, set(state.namespace) | bound_names(tree))
     for name in close:
         replacements.append((name, f"`{wrong}` is not defined; the closest defined name is `{name}`."))
     for new, why in replacements:
@@ -265,7 +266,7 @@ def _name_pool(state: _State, tree: ast.Module, wrong: str) -> list[str]:
         for name in state.namespace
         if isinstance(name, str) and (private or not name.startswith("_")) and name not in _IPYTHON_NAMES
     ]
-    names += sorted(_bound_names(tree))
+    names += sorted(bound_names(tree))
     if state.lineno is not None:
         names += sorted(state.local_names())
     names += [v.name for v in state.failure.values if v.name.isidentifier()]
@@ -281,7 +282,7 @@ def _scope_names(src: _Source, nodes: Sequence[ast.AST]) -> set[str]:
         parent = parents.get(node)
         while parent is not None:
             if isinstance(parent, _SCOPES) and not isinstance(parent, ast.ClassDef):
-                names |= _bound_names(parent)
+                names |= bound_names(parent)
             parent = parents.get(parent)
     return names
 

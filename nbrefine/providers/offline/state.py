@@ -4,9 +4,9 @@
 on it, the functions around it, and evaluates name/attribute/constant-subscript chains through
 ``lookups`` only.
 
-May import: the standard library, ``source``, ``magics``, ``lookups``, ``scopes`` and
-``nbrefine.providers.base``; never the sandbox, the engine, IPython or the CLI (the offline tier
-only reads what the failure context gives it)."""
+May import: the standard library, ``source``, ``magics``, ``lookups``,
+:mod:`nbrefine.grounding.scope` and ``nbrefine.providers.base``; never the sandbox, the engine,
+IPython or the CLI (the offline tier only reads what the failure context gives it)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import builtins
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ...grounding.scope import bound_names
 from ..base import RepairContext
 from .lookups import _MISSING, _CannotEval, _canonical_type, _safe_getattr, _safe_getitem, _TypeOnly
 from .magics import _RUN_MAGIC, _is_timing_line
-from .scopes import _bound_names
 from .source import _NoFix, _Source
 
 
@@ -136,7 +136,7 @@ class _State:
             names: set[str] = set()
             if self.lineno is not None:
                 for function in self.enclosing_functions(self.lineno):
-                    names |= _bound_names(function)
+                    names |= bound_names(function)
             self._local_names = names
         return self._local_names
 

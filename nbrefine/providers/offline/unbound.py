@@ -1,15 +1,15 @@
 """The UnboundLocalError fixer: a missing ``global`` or ``nonlocal`` declaration.
 
-May import: the standard library, the shared modules of this package (``source``, ``state``,
-``scopes``), never another fixer; never the sandbox, the engine, IPython or the CLI (the offline
-tier only reads what the failure context gives it)."""
+May import: the standard library, :mod:`nbrefine.grounding.scope`, the shared modules of this
+package (``source``, ``state``), never another fixer; never the sandbox, the engine, IPython or the
+CLI (the offline tier only reads what the failure context gives it)."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from .scopes import _bound_names, _scope_children
+from ...grounding.scope import bound_names, scope_nodes
 from .source import Fix, _indent_of, _NoFix
 from .state import _State
 
@@ -28,7 +28,7 @@ def _fix_unbound(state: _State) -> tuple[list[Fix], str]:
     if not functions:
         raise _NoFix("")
     function = functions[-1]
-    if name not in _bound_names(function):
+    if name not in bound_names(function):
         raise _NoFix("")
     first = _first_use(function, name)
     if first != "load":
@@ -36,11 +36,11 @@ def _fix_unbound(state: _State) -> tuple[list[Fix], str]:
             f"no quick fix for UnboundLocalError: `{name}` is only assigned on some paths in "
             f"`{function.name}()`; give it a value before it is used"
         )
-    outer = [f for f in functions[:-1] if name in _bound_names(f)]
+    outer = [f for f in functions[:-1] if name in bound_names(f)]
     if outer:
         statement = f"nonlocal {name}"
         why = f"`{name}` belongs to the enclosing `{outer[-1].name}()`: declare it `nonlocal`."
-    elif name in state.namespace or name in _bound_names(tree):
+    elif name in state.namespace or name in bound_names(tree):
         statement = f"global {name}"
         why = f"`{function.name}()` assigns the global `{name}`, which makes it local: declare it `global`."
     else:
@@ -72,7 +72,7 @@ def _fix_unbound(state: _State) -> tuple[list[Fix], str]:
 def _first_use(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> str:
     """``load`` when ``name``'s first use in ``function`` (source order) reads it."""
     uses: list[tuple[int, int, str]] = []
-    for node in _scope_children(function):
+    for node in scope_nodes(function):
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
             uses.append((node.lineno, node.col_offset, "load"))
         elif isinstance(node, ast.Name) and node.id == name:
