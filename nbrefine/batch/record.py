@@ -55,6 +55,8 @@ class RunRecord:
         self.earlier: dict[str, Done] = self._read_done() if resume else {}
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = path.open("a" if resume else "w", encoding="utf-8")
+        if resume and _torn(path):
+            self._fh.write("\n")  # end the line a killed run left half-written
         self._write({"kind": "run", "format": FORMAT, "run": self.run_id, **header})
 
     def done_before(self, input_path: Path, output: Path | None) -> dict[str, Any] | None:
@@ -116,6 +118,15 @@ class RunRecord:
         with self.path.open("rb") as fh:
             fh.seek(offset)
             return _parse(fh.readline().decode("utf-8", "replace"))
+
+
+def _torn(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() == 0:
+            return False
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) != b"\n"
 
 
 def _name(path: Path) -> str:
