@@ -104,6 +104,10 @@ class BatchRun:
                 self.display.note("nbrefine: interrupted: stopping every job and its kernel …")
                 self.executor.cancel()
                 self._record_not_run()
+        except BaseException:
+            with _no_interrupts():
+                self.executor.cancel()  # whatever went wrong here, no kernel is left running
+            raise
         finally:
             with _no_interrupts():
                 self.display.close()
@@ -116,6 +120,7 @@ class BatchRun:
     def _take_earlier(self) -> list[tuple[int, BatchInput]]:
         """Record what needs no job (resumed notebooks, arguments that named none); the rest."""
         todo = []
+        resumed = 0
         self.resumed_usage = GateState()
         for index, item in enumerate(self.inputs):
             if item.problem:
@@ -135,9 +140,10 @@ class BatchRun:
             entry = {k: v for k, v in earlier.items() if k not in ("kind", "run", "settings_key")}
             self._add({**entry, "resumed": True})
             self._count_usage(entry)
+            resumed += 1
             self.display.finished(f"= {item.path}: done by an earlier run ({entry.get('status')})", ran=False)
         if self.opts.resume:
-            self.display.note(f"--resume: {len(self.inputs) - len(todo)} notebooks done before")
+            self.display.note(f"--resume: {resumed} notebooks done before")
         return todo
 
     def _count_usage(self, entry: dict[str, Any]) -> None:
