@@ -10,7 +10,7 @@ import json
 
 from .._errors import ProviderError, ProviderReplyError, ProviderTimeoutError, ProviderUnavailableError
 
-__all__ = ["describe", "http_error_kind", "one_line", "reading_error"]
+__all__ = ["describe", "http_error_kind", "one_line", "reading_error", "retried"]
 
 MAX_DETAIL = 200
 
@@ -25,6 +25,16 @@ def describe(exc: BaseException) -> str:
     """``TypeName: message`` on one line, for wrapping low-level exceptions."""
     text = one_line(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def retried(exc: BaseException) -> str:
+    """`` after N retries`` when the SDK retried (both SDKs stamp each attempt's retry count on the
+    request), else ``""``; also ``""`` when the exception carries no request."""
+    try:
+        n = int(exc.request.headers.get("x-stainless-retry-count", "0"))  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return ""
+    return f" after {n} {'retry' if n == 1 else 'retries'}" if n > 0 else ""
 
 
 def http_error_kind(exc: BaseException) -> str | None:

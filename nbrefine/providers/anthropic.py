@@ -37,6 +37,7 @@ from nbrefine.providers._client import LazyClient, make_client
 from nbrefine.providers._text import describe as _describe
 from nbrefine.providers._text import one_line as _one_line
 from nbrefine.providers._text import reading_error
+from nbrefine.providers._text import retried as _retried
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -196,15 +197,6 @@ class AnthropicProvider:
 
     # -- error translation ---------------------------------------------------------------------
 
-    @staticmethod
-    def _retried(exc: anthropic.APIError) -> str:
-        """`` after N retries`` when the SDK retried: it stamps each attempt's retry count on the request."""
-        try:
-            n = int(exc.request.headers.get("x-stainless-retry-count", "0"))
-        except (AttributeError, ValueError):
-            return ""
-        return f" after {n} {'retry' if n == 1 else 'retries'}" if n > 0 else ""
-
     def _raise_translated(self, exc: Exception, *, received: int | None) -> NoReturn:
         """Raise the nbrefine error for ``exc`` (``received`` is None before the stream began)."""
         raise self._translate(exc, received=received) from exc
@@ -216,13 +208,13 @@ class AnthropicProvider:
             return self._translate_status(exc)
         if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
             return ProviderTimeoutError(
-                f"Anthropic did not answer within {self.timeout:g} s{self._retried(exc)} ({self.base_url})"
+                f"Anthropic did not answer within {self.timeout:g} s{_retried(exc)} ({self.base_url})"
             )
         if isinstance(exc, anthropic.APIConnectionError):
             cause = exc.__cause__
             why = _describe(cause) if cause is not None else _one_line(exc.message)
             return ProviderUnavailableError(
-                f"the connection to Anthropic at {self.base_url} failed{self._retried(exc)}: {why}"
+                f"the connection to Anthropic at {self.base_url} failed{_retried(exc)}: {why}"
             )
         if isinstance(exc, anthropic.APIResponseValidationError):
             return ProviderReplyError(
@@ -266,14 +258,10 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.RateLimitError):
             retry_after = exc.response.headers.get("retry-after")
             hint = f"; the API asks to retry after {retry_after} s" if retry_after else ""
-            return ProviderRateLimitError(
-                f"Anthropic rate limit reached ({detail}){self._retried(exc)}{hint}"
-            )
+            return ProviderRateLimitError(f"Anthropic rate limit reached ({detail}){_retried(exc)}{hint}")
         if status == 529 or isinstance(exc, anthropic.InternalServerError):
             what = "is overloaded" if status == 529 else "had a server error"
-            return ProviderOverloadedError(
-                f"Anthropic {what} ({detail}){self._retried(exc)}; try again shortly"
-            )
+            return ProviderOverloadedError(f"Anthropic {what} ({detail}){_retried(exc)}; try again shortly")
         if status == 404:
             return ProviderConfigError(
                 f"Anthropic answered {detail}; check the model name {self.model!r} "

@@ -42,6 +42,7 @@ from nbrefine.providers._client import LazyClient, make_client
 from nbrefine.providers._text import describe as _describe
 from nbrefine.providers._text import one_line as _one_line
 from nbrefine.providers._text import reading_error
+from nbrefine.providers._text import retried as _retried
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -272,15 +273,6 @@ class OpenAIProvider:
 
     # -- error translation ---------------------------------------------------------------------
 
-    @staticmethod
-    def _retried(exc: BaseException) -> str:
-        """`` after N retries`` when the SDK retried: it stamps each attempt's retry count on the request."""
-        try:
-            n = int(exc.request.headers.get("x-stainless-retry-count", "0"))  # type: ignore[attr-defined]
-        except (AttributeError, RuntimeError, TypeError, ValueError):
-            return ""
-        return f" after {n} {'retry' if n == 1 else 'retries'}" if n > 0 else ""
-
     def _raise_translated(self, sdk: ModuleType, exc: Exception, *, received: int | None) -> NoReturn:
         """Raise the nbrefine error for ``exc`` (``received`` is None before the stream began)."""
         raise self._translate(sdk, exc, received=received) from exc
@@ -297,9 +289,7 @@ class OpenAIProvider:
                     f"{where} took longer than {self.timeout:g} s for the rest of the reply "
                     f"(after {received} characters of text)"
                 )
-            return ProviderTimeoutError(
-                f"{where} did not answer within {self.timeout:g} s{self._retried(exc)}"
-            )
+            return ProviderTimeoutError(f"{where} did not answer within {self.timeout:g} s{_retried(exc)}")
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__
             why = _describe(cause) if cause is not None else _one_line(getattr(exc, "message", exc))
@@ -307,9 +297,7 @@ class OpenAIProvider:
                 return ProviderReplyError(
                     f"the reply stream from {where} was cut off after {received} characters of text ({why})"
                 )
-            return ProviderUnavailableError(
-                f"the connection to {self.base_url} failed{self._retried(exc)}: {why}"
-            )
+            return ProviderUnavailableError(f"the connection to {self.base_url} failed{_retried(exc)}: {why}")
         if isinstance(exc, sdk.APIResponseValidationError):
             return ProviderReplyError(
                 f"{where} sent a reply that does not fit the API schema: {_describe(exc)}"
@@ -361,11 +349,11 @@ class OpenAIProvider:
             retry_after = exc.response.headers.get("retry-after")
             hint = f"; the server asks to retry after {retry_after} s" if retry_after else ""
             return ProviderRateLimitError(
-                f"{where} is rate limiting requests ({detail}){self._retried(exc)}{hint}"
+                f"{where} is rate limiting requests ({detail}){_retried(exc)}{hint}"
             )
         if isinstance(exc, sdk.InternalServerError) or status >= 500:
             return ProviderOverloadedError(
-                f"{where} had a server error ({detail}){self._retried(exc)}; try again shortly"
+                f"{where} had a server error ({detail}){_retried(exc)}; try again shortly"
             )
         if isinstance(exc, sdk.NotFoundError):
             return ProviderConfigError(
