@@ -11,12 +11,10 @@ that line and at the panel itself more closely.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from typing import Any
 
 import pytest
-from browser_driver import ARTIFACTS, ROOT, App, JupyterServer, expect
+from browser_driver import ARTIFACTS, App, JupyterServer, expect
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -81,9 +79,6 @@ def test_accept_writes_the_fix_advances_the_kernel_and_undo_restores(lab: App, f
     cell = run_to_panel(lab, name)
     expect(cell.get_by_text("zip(prices, qty)").first).to_be_visible()  # the diff
     screenshot(cell, "panel-lab.png")
-    if not (ROOT / "docs" / "panel.png").exists() or os.environ.get("NBREFINE_UPDATE_SCREENSHOT") == "1":
-        (ROOT / "docs").mkdir(exist_ok=True)
-        shutil.copyfile(ARTIFACTS / "panel-lab.png", ROOT / "docs" / "panel.png")
 
     cell.get_by_role("button", name="Accept").click()
     lab.wait_source(name, I_REFINE, FIXED)
