@@ -184,8 +184,8 @@ def _bench_breakdown(cell, reps=5):
     """Replays, step by step, what %%refine does between the failed run and the first request."""
     try:
         from nbrefine import magics as _m
-        from nbrefine.capture import capture_failure
-        from nbrefine.context import Redactor, summarize_names
+        from nbrefine.grounding.capture import capture_failure
+        from nbrefine.grounding import Redactor, summarize_names
         from nbrefine.prompt import RepairTask, build_request
         from nbrefine.providers import ProviderSettings, make_provider
 

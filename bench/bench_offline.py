@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from offline_corpus import CASES, Case, external_cases
 
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
 from nbrefine.loop import LoopResult, normalize_code, refine
 from nbrefine.prompt import RepairTask
 from nbrefine.providers import offline

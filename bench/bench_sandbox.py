@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
 from nbrefine.sandbox import SandboxOptions, Snapshot, TrialOutcome, TrialSpec
 from nbrefine.sandbox.spawn import MAX_VALUE_BYTES, SpawnRunner
 

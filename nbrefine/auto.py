@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._errors import SandboxError
-from .context import Redactor
+from .grounding.redaction import Redactor
 from .sandbox import Snapshot
 from .session import RefineSession, last_session
 from .teaching import TeachingPolicy, kernel_gate

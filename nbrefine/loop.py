@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._errors import ProviderError
-from .context import Redactor
+from .grounding.redaction import Redactor
 from .prompt import ParsedReply, RepairTask, build_request, parse_reply
 from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
 from .sandbox import TrialOutcome, TrialPolicy, TrialSpec

@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .capture import Failure
-from .context import Redactor, ValueSummary, render_summaries
+from .grounding.capture import Failure
+from .grounding.redaction import Redactor
+from .grounding.summaries import ValueSummary, render_summaries
 from .providers.base import ProviderRequest, RepairContext
 
 if TYPE_CHECKING:

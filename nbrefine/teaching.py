@@ -43,8 +43,8 @@ from typing import Any, NoReturn
 
 from ._argparse import StrictParser
 from ._errors import NbrefineError, ProviderError
-from .capture import Failure
-from .context import Redactor
+from .grounding.capture import Failure
+from .grounding.redaction import Redactor
 from .loop import TrialRunner, normalize_code
 from .prompt import RepairTask, build_request, clip
 from .providers import offline as _offline

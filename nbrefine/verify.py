@@ -84,7 +84,7 @@ class Gate:
         label: str = "cell",
         transform: Callable[[str], str] = _same,
     ) -> Gate:
-        """The gate for a cell from its captured failures (:class:`nbrefine.capture.Failure`)."""
+        """The gate for a cell from its captured failures (:class:`nbrefine.grounding.capture.Failure`)."""
         own = [f for f in failures if f.where == label]
         lines = tuple(f.lineno for f in own if f.lineno)
         crashed = [f for f in own if f.error_type != "AssertionError"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from nbrefine.capture import capture_failure
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import capture_failure
 from nbrefine.prompt import RepairTask
 from nbrefine.sandbox import LiveForkRunner
 from nbrefine.teaching import WITHHELD_BLOCK, guard_reply

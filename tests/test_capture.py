@@ -6,8 +6,8 @@ import linecache
 
 import pytest
 
-from nbrefine.capture import capture_failure, statement_index
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import capture_failure, statement_index
 from nbrefine.sandbox import call_in_fork
 
 

@@ -1,4 +1,4 @@
-"""Tests for nbrefine.context: bounded value summaries and secret redaction."""
+"""Tests for nbrefine.grounding.summaries and .redaction: bounded value summaries and secret redaction."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbrefine.context import (
+from nbrefine.grounding import (
     REDACTED,
     Redactor,
     ValueSummary,
@@ -332,7 +332,9 @@ def test_modules_functions_classes() -> None:
         "function test_modules_functions_classes.<locals>.<lambda>(a, b=2)"
     )
     assert summarize_value(collections.Counter).startswith("class collections.Counter(")
-    assert summarize_value(ValueSummary).startswith("class nbrefine.context.ValueSummary(name: 'str'")
+    assert summarize_value(ValueSummary).startswith(
+        "class nbrefine.grounding.summaries.summarize.ValueSummary(name: 'str'"
+    )
     assert (
         summarize_value([sample_function, np]) == "list (len 2) [<function sample_function>, <module numpy>]"
     )

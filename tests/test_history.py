@@ -1,4 +1,4 @@
-"""nbrefine.history: definers, stale-state warnings, the rendered section, cross-cell targets."""
+"""nbrefine.grounding.history: definers, stale-state warnings, the rendered section, cross-cell targets."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import nbformat
 import pytest
 
-from nbrefine.history import (
+from nbrefine.grounding.history import (
     ExecutedCell,
     NotebookCell,
     analyse,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nbrefine._errors import ProviderRateLimitError
-from nbrefine.capture import Failure
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import Failure
 from nbrefine.loop import LoopConfig, normalize_code, refine
 from nbrefine.prompt import RepairTask
 from nbrefine.providers.scripted import ScriptedProvider

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from nbrefine.capture import Failure, capture_failure
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import Failure, capture_failure
 from nbrefine.loop import LoopResult, refine
 from nbrefine.prompt import RepairTask
 from nbrefine.providers.base import DECLINED, ProviderReply, ProviderRequest, RepairContext
@@ -647,8 +647,8 @@ def test_lazily_loaded_submodule_in_a_fresh_interpreter() -> None:
     script = """
 import linecache, sys
 import numpy as np
-from nbrefine.capture import capture_failure
-from nbrefine.context import Redactor
+from nbrefine.grounding.capture import capture_failure
+from nbrefine.grounding import Redactor
 from nbrefine.loop import refine
 from nbrefine.prompt import RepairTask
 from nbrefine.providers.offline import OfflineProvider

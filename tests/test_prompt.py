@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nbrefine.capture import Failure
-from nbrefine.context import Redactor, ValueSummary
+from nbrefine.grounding import Redactor, ValueSummary
+from nbrefine.grounding.capture import Failure
 from nbrefine.loop import Attempt
 from nbrefine.prompt import RepairTask, build_request, clip, parse_reply
 from nbrefine.providers.base import ProviderRequest

@@ -1,6 +1,6 @@
 """Redaction of secrets on every path to the model (issue 10, items 4 second layer, 5 and 6).
 
-Unit tests of :class:`nbrefine.context.Redactor` and of the prompt as built by
+Unit tests of :class:`nbrefine.grounding.redaction.Redactor` and of the prompt as built by
 :func:`nbrefine.prompt.build_request`; the end-to-end version, in a real kernel against the
 fake Anthropic API, is tests/test_adversarial_secrets.py.
 """
@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nbrefine.capture import Failure, capture_failure
-from nbrefine.context import Redactor
-from nbrefine.history import ExecutedCell, analyse
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import Failure, capture_failure
+from nbrefine.grounding.history import ExecutedCell, analyse
 from nbrefine.loop import Attempt
 from nbrefine.prompt import RepairTask, build_request
 from nbrefine.providers.base import ProviderRequest

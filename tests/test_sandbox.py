@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
 from nbrefine.sandbox import LiveForkRunner, Snapshot, TrialSpec, call_in_fork
 
 

@@ -18,8 +18,8 @@ import nbformat
 import pytest
 
 from nbrefine._errors import NbrefineError, ProviderRateLimitError
-from nbrefine.capture import capture_failure
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import capture_failure
 from nbrefine.prompt import SYSTEM_PROMPT, RepairTask
 from nbrefine.providers.scripted import ScriptedProvider
 from nbrefine.sandbox import LiveForkRunner, TrialOutcome, TrialSpec

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbrefine.capture import Failure
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import Failure
 from nbrefine.sandbox import LiveForkRunner, TrialOutcome
 from nbrefine.verify import (
     Gate,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ..capture import Failure
+    from ..grounding.capture import Failure
 
 __all__ = ["DECLINED", "Provider", "ProviderReply", "ProviderRequest", "RepairContext", "TextCallback"]
 
