@@ -379,3 +379,12 @@ def test_names_to_ship():
     assert names_to_ship("df.query('a > @total and b == \"x@y\"')", namespace) == ["df", "total"]
     assert names_to_ship("eval('cfg + 1')\nglobals()['helper']", namespace) == ["cfg", "helper"]
     assert names_to_ship("def h():\n    global x\n    x = 2\n    return x", namespace) == ["x"]
+
+
+def test_ipythons_own_names_are_not_shipped_but_a_users_open_is(shell):
+    """A real shell's namespace: IPython's helpers and its ``open`` (a wrapper of the builtin the
+    worker has anyway) stay behind; an ``open`` the notebook defined itself is the user's."""
+    code = "open('data.csv')\nIn, Out, exit, quit, get_ipython, _ih, _oh, _dh"
+    assert names_to_ship(code, shell.user_ns) == []
+    shell.run_cell("def open(path):\n    return path.upper()")
+    assert names_to_ship(code, shell.user_ns) == ["open"]

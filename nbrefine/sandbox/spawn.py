@@ -19,12 +19,13 @@ Differences from a fork, all reported rather than hidden:
 * Functions and classes defined in the notebook are copied by value; their global names
   resolve in the worker's namespace, as they would in the kernel.
 
-POSIX only (pipes, process groups, ``select``). No IPython import.
+POSIX only (pipes, process groups, ``select``). May import the standard library (cloudpickle
+when something is shipped), the sibling modules of this package and the grounding modules
+(redaction, the scope analysis, IPython's own names); never IPython itself.
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
 import functools
@@ -33,7 +34,6 @@ import linecache
 import marshal
 import os
 import pickle
-import re
 import select
 import shutil
 import subprocess
@@ -48,6 +48,8 @@ from typing import Any
 
 from ..capture import Failure
 from ..context import Redactor
+from ..grounding.ipython_names import is_ipython_name, is_ipython_value
+from ..grounding.scope import free_names
 from . import _spawn_worker
 from .trial import SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
 from .wire import EXIT_GRACE_S, HEADER, REASON_CHARS, exit_detail, kill_group, read_msg, reason
@@ -107,13 +109,6 @@ def _gpu_context_reason() -> str | None:
 
 # --------------------------------------------------------------------------- which names to send
 
-#: Names IPython puts in the user namespace for itself: never shipped.
-_IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "_ih", "_oh", "_dh", "_exit_code"})
-_IPYTHON_PATTERN = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|__\w+__")
-
-_Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
-_Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
-
 
 def names_to_ship(code: str, namespace: Mapping[str, Any]) -> list[str]:
     """The names ``code`` reads that exist in ``namespace``, in order of first use.
@@ -123,145 +118,22 @@ def names_to_ship(code: str, namespace: Mapping[str, Any]) -> list[str]:
     or definition of the code has bound); builtins and IPython's own names (``_``, ``_i3``, ``In``,
     ``Out``, ``get_ipython``, ``exit``, ``quit``) are never shipped. Names read through strings
     are found where that is cheap to see: ``df.query("a > @limit")``, ``eval("x + 1")``,
-    ``globals()["x"]``. Code that does not parse gives ``[]`` (the trial reports the error)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return []
-    used: dict[str, None] = {}
-    bound: frozenset[str] = frozenset()
-    for statement in tree.body:  # a name the code itself has surely bound by then needs no copy
-        _collect_loads(statement, bound, used)
-        bound |= _surely_bound(statement)
-    return [name for name in used if name in namespace and _shippable_name(name, namespace[name])]
+    ``globals()["x"]``. Code that does not parse gives ``[]`` (the trial reports the error).
+    The analysis is :func:`nbrefine.grounding.scope.free_names` (``strict``: a superset, for
+    copying state)."""
+    used = free_names(code, strict=True, strings=True)
+    return [name for name in used if name in namespace and _shippable(name, namespace[name], namespace)]
 
 
-def _shippable_name(name: str, value: object) -> bool:
-    if name in _IPYTHON_NAMES or _IPYTHON_PATTERN.fullmatch(name):
+def _shippable(name: str, value: object, namespace: Mapping[str, Any]) -> bool:
+    if name == "open":  # IPython's own wraps the builtin (the worker has that); a user's is theirs
+        return value is not builtins.open and not is_ipython_value(name, value, namespace)
+    if is_ipython_name(name):
         return False
     return getattr(builtins, name, _MISSING) is not value
 
 
 _MISSING = object()
-
-
-def _collect_loads(node: ast.AST, local: frozenset[str], used: dict[str, None]) -> None:
-    """Record in ``used`` every name read (or deleted, or augmented) that is not local."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-        args = node.args
-        outer: list[ast.AST] = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
-        if not isinstance(node, ast.Lambda):
-            outer += node.decorator_list
-            outer += [a.annotation for a in _all_args(args) if a.annotation is not None]
-            if node.returns is not None:
-                outer.append(node.returns)
-        for child in outer:
-            _collect_loads(child, local, used)
-        body: list[ast.AST] = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
-        inner = (local | {a.arg for a in _all_args(args)} | _bound_in(body)) - _declared_global(body)
-        for child in body:
-            _collect_loads(child, inner, used)
-        return
-    if isinstance(node, ast.ClassDef):
-        for child in [*node.decorator_list, *node.bases, *node.keywords]:
-            _collect_loads(child, local, used)
-        for child in node.body:  # class bodies read globals (their own names are not seen by methods)
-            _collect_loads(child, local, used)
-        return
-    if isinstance(node, _Comprehension):
-        first, *rest = node.generators
-        _collect_loads(first.iter, local, used)  # evaluated in the enclosing scope
-        targets = _bound_in([g.target for g in node.generators])
-        inner = local | targets
-        parts: list[ast.AST] = [*first.ifs]
-        for generator in rest:
-            parts += [generator.iter, *generator.ifs]
-        parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        for child in parts:
-            _collect_loads(child, inner, used)
-        return
-    if isinstance(node, ast.Name):
-        if not isinstance(node.ctx, ast.Store) and node.id not in local:
-            used.setdefault(node.id)
-        return
-    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id not in local:
-        used.setdefault(node.target.id)  # ``x += 1`` reads x first
-    text = _constant_text(node)
-    if text is not None:  # pandas query/eval strings name variables as "@limit"
-        used.update(dict.fromkeys(name for name in _AT_NAME.findall(text) if name not in local))
-        return
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("eval", "exec"):
-        source = _constant_text(node.args[0]) if node.args else None
-        if source is not None:
-            with contextlib.suppress(SyntaxError, ValueError):
-                _collect_loads(ast.parse(source), local, used)
-    if isinstance(node, ast.Subscript) and _is_call_to(node.value, "globals"):
-        key = _constant_text(node.slice)
-        if key is not None and key.isidentifier():
-            used.setdefault(key)
-    for child in ast.iter_child_nodes(node):
-        _collect_loads(child, local, used)
-
-
-_AT_NAME = re.compile(r"(?<![\w@])@([A-Za-z_]\w*)")
-
-
-def _constant_text(node: ast.AST) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _is_call_to(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-
-
-def _surely_bound(statement: ast.stmt) -> frozenset[str]:
-    """Names a top-level statement binds whenever it completes (not in branches or loops)."""
-    if isinstance(statement, ast.Assign):
-        return _bound_in(statement.targets)
-    if isinstance(statement, ast.AnnAssign) and statement.value is not None:
-        return _bound_in([statement.target])
-    if isinstance(statement, ast.Import | ast.ImportFrom | _Scope):
-        return _bound_in([statement])
-    return frozenset()
-
-
-def _all_args(args: ast.arguments) -> list[ast.arg]:
-    extra = [a for a in (args.vararg, args.kwarg) if a is not None]
-    return [*args.posonlyargs, *args.args, *args.kwonlyargs, *extra]
-
-
-def _bound_in(nodes: Iterable[ast.AST]) -> frozenset[str]:
-    """Names bound in a scope by ``nodes`` (not descending into nested scopes)."""
-    bound: set[str] = set()
-    stack = list(nodes)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound.add(node.id)
-        elif isinstance(node, _Scope):
-            if not isinstance(node, ast.Lambda):
-                bound.add(node.name)
-            continue
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, _Comprehension):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return frozenset(bound)
-
-
-def _declared_global(nodes: Iterable[ast.AST]) -> frozenset[str]:
-    names: set[str] = set()
-    stack = list(nodes)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Global):
-            names.update(node.names)
-        elif not isinstance(node, _Scope):
-            stack.extend(ast.iter_child_nodes(node))
-    return frozenset(names)
 
 
 # --------------------------------------------------------------------------- pickling
