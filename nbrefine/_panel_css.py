@@ -91,8 +91,10 @@ _CSS = """
   width: auto; max-width: none; flex: 0 0 auto; overflow: visible; padding: 0 12px; margin: 0; }
 .nbr-panel .nbr-actions > .widget-text { flex: 1 1 14em; min-width: 10em; width: auto; margin: 0; }
 .nbr-panel .nbr-actions > .widget-text input { width: 100%; }
-.nbr-panel .jupyter-button.nbr-primary { background: var(--jp-brand-color1, #1976d2);
-  color: var(--jp-ui-inverse-font-color0, #fff); font-weight: 600; }
+/* The brand colour darkened, under white: >= 5:1 in every JupyterLab theme (the high-contrast
+   theme's own inverse font colour is white on its light blue, 3:1). */
+.nbr-panel .jupyter-button.nbr-primary, .nbr-offer > .jupyter-button.nbr-primary {
+  background: color-mix(in srgb, var(--jp-brand-color1, #1976d2) 72%, #000); color: #fff; font-weight: 600; }
 .nbr-panel .jupyter-button.nbr-caution { background: transparent; color: var(--nbr-fg);
   border: 1px solid var(--jp-warn-color1, #b26a00); }
 .nbr-panel .jupyter-button.nbr-plain { background: var(--jp-layout-color2, #eee); color: var(--nbr-fg); }
@@ -150,8 +152,7 @@ _CSS = """
 .jp-OutputArea:has(> .jp-OutputArea-child :is(.nbr-panel, .nbr-offer)) { display: flex;
   flex-direction: column; }
 .jp-OutputArea-child:has(:is(.nbr-panel, .nbr-offer)) { order: -1; }
-.nbr-offer > .jupyter-button.nbr-primary { width: auto; padding: 0 12px; font-weight: 600;
-  background: var(--jp-brand-color1, #1976d2); color: var(--jp-ui-inverse-font-color0, #fff); }
+.nbr-offer > .jupyter-button.nbr-primary { width: auto; padding: 0 12px; }
 .nbr-offer > .jupyter-button:focus-visible { outline: 2px solid var(--jp-ui-font-color0, currentColor);
   outline-offset: 2px; }
 .nbr-offer:has(.nbr-panel) > .jupyter-button { display: none; }

@@ -92,9 +92,12 @@ def shot(locator: Any, name: str) -> None:
         shutil.copyfile(ARTIFACTS / name, target)
 
 
-@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+THEMES = {"JupyterLab Light": "light", "JupyterLab Dark": "dark", "JupyterLab Dark High Contrast": "contrast"}
+
+
+@pytest.mark.parametrize("theme", list(THEMES))
 def test_diff_text_and_focus_ring_have_contrast_in_light_and_dark(lab: App, fake: Any, theme: str) -> None:
-    name = f"contrast-{theme.split()[-1].lower()}.ipynb"
+    name = f"contrast-{THEMES[theme]}.ipynb"
     cell = open_failing(lab, fake, name)
     set_theme(lab, theme)
     panel = cell.locator(".nbr-panel")
@@ -132,8 +135,8 @@ def test_diff_text_and_focus_ring_have_contrast_in_light_and_dark(lab: App, fake
         ratio = button.evaluate("b => window.__nbrColour.textContrast(b)")
         measured[f"label of {button.text_content()}"] = ratio
         assert ratio >= 4.5, (theme, button.text_content(), ratio)
-    (ARTIFACTS / f"contrast-{theme.split()[-1].lower()}.json").write_text(json.dumps(measured, indent=1))
-    shot(panel, f"panel-{theme.split()[-1].lower()}.png")
+    (ARTIFACTS / f"contrast-{THEMES[theme]}.json").write_text(json.dumps(measured, indent=1))
+    shot(panel, f"panel-{THEMES[theme]}.png")
     set_theme(lab, "JupyterLab Light")
 
 
