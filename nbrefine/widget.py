@@ -485,55 +485,59 @@ class ReviewPanel:
 
     def _summary(self) -> str:
         """The one line at the top (the only place outside the details that names the error)."""
-        session = self.session
-        tries = count_tries(len(_tries(session.attempts)))
-        failure = self._failure_text()
-        status, decision = session.status, session.decision
-        icon, title, sub = "", "", ""
-        if session.running:
-            icon, title, sub = "⟳", "Looking for a fix", f"for {failure}"
-        elif status == "fixed" and decision == "pending" and not session.accept_refused:
-            icon, title, sub = "✔", "Verified fix ready — it passed a trial run", f"Fixes {failure} · {tries}"
-        elif status == "fixed" and decision == "pending":
-            icon, title, sub = (
-                "⚠",
-                "Not applied — the fix fails from the live state",
-                f"For {failure} · {tries}",
-            )
-        elif status == "changes_checks" and decision == "pending":
-            icon, title, sub = (
-                "⚠",
-                "No verified fix — the only proposal changes the checks",
-                f"For {failure} · {tries}",
-            )
-        elif decision == "accepted":
-            anyway = " (applied anyway, not verified)" if session.accepted_anyway else ""
-            ran = "" if session.accept_ok is not False else " — it raised when run in the kernel"
-            icon, title, sub = (
-                "✔" if session.accept_ok is not False else "⚠",
-                f"Fixed by nbrefine{anyway}{ran}",
-                f"{tries} · was {failure}",
-            )
-        elif decision == "rejected":
-            icon, title, sub = "✘", "Rejected — nothing was changed", f"{failure}"
-        elif status == "error":
-            icon, title = "✘", "Could not ask the model"
-            sub = html.escape(session.message) + self._how_to_fix(session.message)
-        elif status == "unfixed":
-            icon, title, sub = (
-                "✘",
-                f"No fix found — {tries}",
-                f"{failure}" + (f" · {html.escape(session.message)}" if session.message else ""),
-            )
-        elif status == "interrupted":
-            icon, title, sub = "■", f"Stopped — {tries}", f"{failure}"
-        elif status == "budget":
-            icon, title, sub = "■", "Stopped by the budget", html.escape(session.message)
-        elif status == "no_error":
-            icon, title = "✔", "The cell ran without error"
-        else:
-            title = html.escape(session.headline().removeprefix("nbrefine: "))
+        icon, title, sub = self._summary_parts()
         return _summary_html(icon, html.escape(title), sub)
+
+    def _summary_parts(self) -> tuple[str, str, str]:
+        """(icon, title, the line under it as HTML) for the session's state."""
+        session = self.session
+        failure = self._failure_text()
+        tries = count_tries(len(_tries(session.attempts)))
+        if session.running:
+            return "⟳", "Looking for a fix", f"for {failure}"
+        if session.decision == "accepted":
+            anyway = " (applied anyway, not verified)" if session.accepted_anyway else ""
+            if session.accept_ok is False:
+                return (
+                    "⚠",
+                    f"Fixed by nbrefine{anyway} — it raised when run in the kernel",
+                    f"{tries} · was {failure}",
+                )
+            return "✔", f"Fixed by nbrefine{anyway}", f"{tries} · was {failure}"
+        if session.decision == "rejected":
+            return "✘", "Rejected — nothing was changed", failure
+        if session.fixed_code is not None:
+            return self._offer_parts(failure, tries)
+        return self._ended_parts(failure, tries)
+
+    def _offer_parts(self, failure: str, tries: str) -> tuple[str, str, str]:
+        """A fix (or an unverified proposal) waiting for the user's decision."""
+        session = self.session
+        if session.status == "changes_checks":
+            return "⚠", "No verified fix — the only proposal changes the checks", f"For {failure} · {tries}"
+        if session.accept_refused:
+            return "⚠", "Not applied — the fix fails from the live state", f"For {failure} · {tries}"
+        return "✔", "Verified fix ready — it passed a trial run", f"Fixes {failure} · {tries}"
+
+    def _ended_parts(self, failure: str, tries: str) -> tuple[str, str, str]:
+        """The loop ended without a fix to offer."""
+        session = self.session
+        message = html.escape(session.message)
+        if session.status == "error":
+            reason = session.result.stop_reason if session.result else ""
+            if reason == "sandbox_error":
+                return "✘", "The trial sandbox failed", message
+            title = "Could not ask the model" if reason in ("", "provider_error") else "Could not get a fix"
+            return "✘", title, message + self._how_to_fix(session.message)
+        if session.status == "unfixed":
+            return "✘", f"No fix found — {tries}", failure + (f" · {message}" if message else "")
+        if session.status == "interrupted":
+            return "■", f"Stopped — {tries}", failure
+        if session.status == "budget":
+            return "■", "Stopped by the budget", message
+        if session.status == "no_error":
+            return "✔", "The cell ran without error", ""
+        return "", session.headline().removeprefix("nbrefine: "), ""
 
     @staticmethod
     def _how_to_fix(message: str) -> str:
