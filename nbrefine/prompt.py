@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 from .grounding.capture import Failure
 from .grounding.redaction import Redactor
 from .grounding.summaries import ValueSummary, render_summaries
+from .grounding.text import TRUNCATED, clip
 from .providers.base import ProviderRequest, RepairContext
 
 if TYPE_CHECKING:
     from .loop import Attempt
 
-__all__ = ["SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "clip", "parse_reply"]
+__all__ = ["SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "parse_reply"]
 
 SYSTEM_PROMPT = """\
 You repair one failing cell of a Jupyter notebook. You are shown the cell, the failure as it \
@@ -42,14 +43,6 @@ _SECTION_LIMITS = {
     "history": 1500,
     "notes": 1000,
 }
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the cut marked with how much was dropped."""
-    if len(text) <= limit:
-        return text
-    marker = f"\n[... truncated {len(text) - limit} characters]"
-    return text[: max(limit - len(marker), 0)] + marker
 
 
 @dataclass(frozen=True)
@@ -142,7 +135,9 @@ def _sections(
         fixed.append(_section("Notebook history (cells run before this one)", text(task.history, 3000)))
     if task.checks:
         checks = "\n".join(code[check] for check in task.checks)
-        fixed.append(_section("Extra checks that must also pass after the cell", clip(checks, 1500)))
+        fixed.append(
+            _section("Extra checks that must also pass after the cell", clip(checks, 1500, TRUNCATED))
+        )
     if task.notes:
         fixed.append(_section("Notes", text("\n".join(task.notes), _SECTION_LIMITS["notes"])))
     if user_note:
@@ -157,7 +152,7 @@ def _sections(
 
 
 def _clip_redacted(text: str, limit: int, redactor: Redactor, redact: Callable[[str], str]) -> str:
-    """``text`` redacted, then cut to ``limit`` like :func:`clip`.
+    """``text`` redacted, then cut to ``limit`` like :func:`~nbrefine.grounding.text.clip`.
 
     Only a window reaching well past the cut is redacted (trial output can be a megabyte),
     and the part kept loses any trailing beginning of a secret the cut went through."""
@@ -167,7 +162,7 @@ def _clip_redacted(text: str, limit: int, redactor: Redactor, redact: Callable[[
     if len(redacted) <= limit and len(window) == len(text):
         return redacted
     dropped = max(len(text), len(redacted)) - limit
-    marker = f"\n[... truncated {dropped} characters]"
+    marker = TRUNCATED.replace("{dropped}", str(dropped))
     return redactor.guard_cut(redacted[: max(limit - len(marker), 0)]) + marker
 
 
@@ -200,7 +195,7 @@ def _attempt_sections(
         sections.append(
             _section(
                 f"Attempt {current.number} (your latest candidate)",
-                clip(_fenced(code[current.code]), _SECTION_LIMITS["candidate"]),
+                clip(_fenced(code[current.code]), _SECTION_LIMITS["candidate"], TRUNCATED),
             )
         )
     sections.append(

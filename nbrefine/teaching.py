@@ -45,8 +45,9 @@ from ._argparse import StrictParser
 from ._errors import NbrefineError, ProviderError
 from .grounding.capture import Failure
 from .grounding.redaction import Redactor
+from .grounding.text import TRUNCATED, clip
 from .loop import TrialRunner, normalize_code
-from .prompt import RepairTask, build_request, clip
+from .prompt import RepairTask, build_request
 from .providers import offline as _offline
 from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, RepairContext, TextCallback
 from .sandbox import TrialPolicy, TrialSpec
@@ -604,7 +605,7 @@ def teaching_request(
         raise ValueError(f"teaching_request needs one of {', '.join(TEACHING_MODES)}, not {mode!r}")
     level = max(1, min(level, _MAX_LEVEL))
     number = number or level
-    given = [clip(hint.strip(), 800) for hint in previous_hints if hint.strip()][-6:]
+    given = [clip(hint.strip(), 800, TRUNCATED) for hint in previous_hints if hint.strip()][-6:]
     extra = ""
     if given:
         noun = "Explanations" if mode == "explain" else "Hints"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from nbrefine.grounding import Redactor, ValueSummary
 from nbrefine.grounding.capture import Failure
+from nbrefine.grounding.text import TRUNCATED, clip
 from nbrefine.loop import Attempt
-from nbrefine.prompt import RepairTask, build_request, clip, parse_reply
+from nbrefine.prompt import RepairTask, build_request, parse_reply
 from nbrefine.providers.base import ProviderRequest
 from nbrefine.sandbox import TrialOutcome
 
@@ -42,9 +43,19 @@ def test_parse_keeps_nested_backticks_in_strings():
 
 
 def test_clip_marks_truncation():
-    text = clip("a" * 1000, 100)
+    text = clip("a" * 1000, 100, TRUNCATED)
     assert len(text) <= 100 and "truncated" in text
+    dropped = int(text.rsplit("truncated ", 1)[1].split()[0])
+    assert len(text.split("\n")[0]) == 1000 - dropped  # the count is what was cut off
     assert clip("short", 100) == "short"
+    assert clip("a" * 10, 5) == "aaaa…"
+    assert clip("abc", 0) == "" and clip("abcdef", 3, "[+{dropped}]") == "abc"  # no room: a bare cut
+
+
+def test_clip_never_cuts_a_redaction_marker_in_half():
+    text = "token <redacted:env API_KEY> and more text"
+    assert clip(text, 20, unbroken=("<redacted", ">")) == "token …"
+    assert clip(text, 40, unbroken=("<redacted", ">")) == "token <redacted:env API_KEY> and more t…"
 
 
 def _task(**kwargs) -> RepairTask:

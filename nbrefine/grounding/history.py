@@ -11,12 +11,15 @@ the time it ran); everything here runs lazily, once a cell has failed. No IPytho
   class the error was raised in, matched through the per-cell file names IPython and
   ipykernel compile cells under (their source is in :mod:`linecache`);
 - :func:`notebook_cells` / :func:`notebook_path`: the notebook as saved on disk;
-- :func:`free_names`: the names a cell reads without binding them first.
+- :func:`free_names`: the names a cell reads without binding them first (from
+  :mod:`nbrefine.grounding.scope`, the one scope analysis this module reads cells with).
+
+May import: the standard library, nbformat (lazily) and the grounding modules below it (scope,
+ipython_names, text, redaction).
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
 import itertools
 import linecache
@@ -27,7 +30,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from .ipython_names import is_ipython_name
 from .redaction import Redactor
+from .scope import free_names, is_ipython_syntax, light_transform, parse, scan
+from .text import clip
 
 __all__ = [
     "CellTarget",
@@ -51,10 +57,7 @@ _MAX_WARNINGS = 8
 #: Cell magics whose body is Python that runs in the user namespace.
 _PYTHON_BODY_MAGICS = frozenset({"refine", "time", "capture"})
 _IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
-_INTERNAL = re.compile(r"^(_+|_i+|_i?\d+|_[iod]h|__\w+__|In|Out|get_ipython|exit|quit)$")
-_MAGIC_LINE = re.compile(r"^(\s*)(%|!|\?)")
-_MAGIC_ASSIGN = re.compile(r"^(\s*[\w.,\s()\[\]*]+?)\s*=\s*[%!]")
-_HELP_LINE = re.compile(r"^(\s*)[\w.\[\]()]+\?\??\s*$")
+_CUT = "\n[... truncated]"  # the end of a history section cut to its budget
 _RESET = re.compile(r"^\s*%reset\b(?!_)(?!.*\b(in|out|dhist|array)\b)", re.M)
 _RUN = re.compile(r"^\s*%run\b", re.M)
 
@@ -146,28 +149,26 @@ class _Facts:
 @lru_cache(maxsize=2048)
 def _facts(source: str, code: str | None) -> _Facts:
     python, offset = _python_of(source, code)
-    tree = _parse(python)
+    tree = parse(python)
     if tree is None and code is not None:  # IPython's translation did not parse: try ours
         python, offset = _python_of(source, None)
-        tree = _parse(python)
+        tree = parse(python)
     dynamic = ("%run",) if _RUN.search(source) else ()
     resets = bool(_RESET.search(source))
-    scan = _Scan()
-    scan.walrus = ":=" in python
-    if tree is not None:
-        scan.visit(tree)
+    names = scan(tree) if tree is not None else scan("")
+    effects = dict(names.effects)
+    lines = dict(names.lines)
     first = source.lstrip().split("\n", 1)[0]
     if first.startswith("%%capture"):  # %%capture [options] name binds name
         words = [w for w in first.split()[1:] if not w.startswith("-")]
         if words and words[-1].isidentifier():
-            scan.effects[words[-1]] = True
-            scan.spans[words[-1]] = (1 - offset, 1 - offset)  # the magic's own line
-    spans = {name: (start + offset, end + offset) for name, (start, end) in scan.spans.items()}
+            effects[words[-1]] = True
+            lines[words[-1]] = (1 - offset, 1 - offset)  # the magic's own line
     return _Facts(
-        effects=tuple(scan.effects.items()),
-        spans=spans,
-        loads=frozenset(_free_of(tree)) if tree is not None else frozenset(),
-        dynamic=(*scan.star, *dynamic),
+        effects=tuple(effects.items()),
+        spans={name: (start + offset, end + offset) for name, (start, end) in lines.items()},
+        loads=frozenset(names.free),
+        dynamic=(*names.star_imports, *dynamic),
         resets=resets,
     )
 
@@ -180,169 +181,11 @@ def _python_of(source: str, code: str | None) -> tuple[str, int]:
         first, _, body = stripped.partition("\n")
         magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
         if magic in _PYTHON_BODY_MAGICS:
-            return _light_transform(body), lead + 1
+            return light_transform(body), lead + 1
         return "", 0  # %%bash, %%html, %%timeit (runs in a function): binds nothing here
     if code is not None:
         return code, 0
-    return _light_transform(source), 0
-
-
-def _light_transform(source: str) -> str:
-    """IPython syntax made parseable without IPython, line for line (enough to find bindings)."""
-    if not any(ch in source for ch in "%!?"):
-        return source
-    out = []
-    for line in source.split("\n"):
-        if _MAGIC_ASSIGN.match(line):
-            line = _MAGIC_ASSIGN.sub(lambda m: f"{m.group(1)} = None  #", line, count=1)
-        elif _MAGIC_LINE.match(line) or _HELP_LINE.match(line):
-            indent = len(line) - len(line.lstrip())
-            line = " " * indent + "pass"
-        out.append(line)
-    return "\n".join(out)
-
-
-def _parse(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-_TARGETS = (ast.Tuple, ast.List, ast.Starred)
-_SCOPED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)
-
-
-class _Scan(ast.NodeVisitor):
-    """Module-scope bindings (and deletions) in source order."""
-
-    def __init__(self) -> None:
-        self.effects: dict[str, bool] = {}
-        self.spans: dict[str, tuple[int, int]] = {}
-        self.star: list[str] = []
-        self.walrus = True  # whether the source may hold `:=`
-        self._top: ast.stmt | None = None
-
-    def _effect(self, name: str, bound: bool) -> None:
-        self.effects.pop(name, None)  # keep the order of the last effects
-        self.effects[name] = bound
-        if bound and self._top is not None:
-            self.spans[name] = (self._top.lineno, self._top.end_lineno or self._top.lineno)
-        elif not bound:
-            self.spans.pop(name, None)
-
-    def visit_Module(self, node: ast.Module) -> None:
-        for stmt in node.body:
-            self._top = stmt
-            self.visit(stmt)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if not isinstance(node.ctx, ast.Load):
-            self._effect(node.id, isinstance(node.ctx, ast.Store))
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self.visit(node.annotation)
-        if node.value is not None:
-            self.visit(node.value)
-            self.visit(node.target)
-        elif not isinstance(node.target, ast.Name):
-            self.visit(node.target)  # x.attr: int reads x
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self._effect(alias.asname or alias.name.split(".")[0], True)
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        for alias in node.names:
-            if alias.name == "*":
-                self.star.append(f"from {'.' * node.level}{node.module or ''} import *")
-            else:
-                self._effect(alias.asname or alias.name, True)
-
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
-        if isinstance(node, ast.Lambda):
-            return
-        self._effect(node.name, True)
-        declared = {name for child in ast.walk(node) if isinstance(child, ast.Global) for name in child.names}
-        if declared:  # `global x` in a function: calling it binds the module's x
-            for name in sorted(_stored_names(node) & declared):
-                self._effect(name, True)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._function(node)
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
-        self._function(node)
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self._function(node)
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._effect(node.name, True)  # the class body's names are its own
-
-    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
-        if not self.walrus:
-            return
-        for child in ast.walk(node):  # targets are local to it; a walrus inside binds here
-            if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
-                self._effect(child.target.id, True)
-
-    def visit_ListComp(self, node: ast.ListComp) -> None:
-        self._comprehension(node)
-
-    def visit_SetComp(self, node: ast.SetComp) -> None:
-        self._comprehension(node)
-
-    def visit_DictComp(self, node: ast.DictComp) -> None:
-        self._comprehension(node)
-
-    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
-        self._comprehension(node)
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.type is not None:
-            self.visit(node.type)
-        for stmt in node.body:  # `as e` is unbound again when the handler ends: not a binding
-            self.visit(stmt)
-
-    def visit_MatchAs(self, node: ast.MatchAs) -> None:
-        self.generic_visit(node)
-        if node.name:
-            self._effect(node.name, True)
-
-    def visit_MatchStar(self, node: ast.MatchStar) -> None:
-        if node.name:
-            self._effect(node.name, True)
-
-    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
-        self.generic_visit(node)
-        if node.rest:
-            self._effect(node.rest, True)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        pass  # NodeVisitor's own visit_Constant is a slow compatibility shim
-
-    def generic_visit(self, node: ast.AST) -> None:
-        if isinstance(node, ast.expr) and not isinstance(node, _TARGETS) and not self.walrus:
-            return  # an expression binds nothing without `:=` (names in targets are visited)
-        if type(node).__name__ == "TypeAlias":  # `type X = ...` (Python 3.12+)
-            name = getattr(node, "name", None)
-            if isinstance(name, ast.Name):
-                self._effect(name.id, True)
-            return
-        super().generic_visit(node)
-
-
-def _stored_names(node: ast.AST) -> set[str]:
-    names: set[str] = set()
-    for child in ast.walk(node):
-        if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
-            names.add(child.id)
-        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(child.name)
-        elif isinstance(child, (ast.Import, ast.ImportFrom)):
-            names.update(a.asname or a.name.split(".")[0] for a in child.names if a.name != "*")
-    return names
+    return light_transform(source), 0
 
 
 # --------------------------------------------------------------------------- analyse
@@ -371,7 +214,7 @@ def analyse(
     nb_source = {cell.cell_id: cell.source for cell in notebook or ()}
     if notebook is not None:
         cells = _infer_ids(cells, notebook)
-    wanted = list(dict.fromkeys(n for n in names if not _INTERNAL.match(n)))
+    wanted = list(dict.fromkeys(n for n in names if not is_ipython_name(n)))
 
     # Newest first, parsing only the cells whose text mentions a name still unresolved: the
     # cost follows the cells that matter, not the length of the session.
@@ -409,7 +252,7 @@ def analyse(
         loads = sorted(
             {n for c in frontier for n in _facts(c.source, c.code).loads} - seen - set(dir(builtins))
         )
-        loads = [n for n in loads if not _INTERNAL.match(n)]
+        loads = [n for n in loads if not is_ipython_name(n)]
         seen.update(loads)
         resolve(loads)
         found = {n: definer[n] for n in loads if n in definer}
@@ -641,7 +484,7 @@ def _render(report: HistoryReport, budget: int, redactor: Redactor) -> str:
     else:
         parts.append("No cells have run in this session before this one.")
     text = "\n".join(parts)
-    return text if len(text) <= budget else _hard_clip(text, budget)
+    return text if len(text) <= budget else clip(text, budget, _CUT)
 
 
 def _gap(n: int, first: bool) -> str:
@@ -740,11 +583,6 @@ def _clip_lines(lines: list[str], limit: int) -> str:
     return "\n".join(out)
 
 
-def _hard_clip(text: str, limit: int) -> str:
-    marker = "\n[... truncated]"
-    return text[: max(limit - len(marker), 0)] + marker if limit > len(marker) else text[:limit]
-
-
 # --------------------------------------------------------------------------- cross-cell
 
 
@@ -802,9 +640,7 @@ def _same_code(cell: ExecutedCell, text: str) -> bool:
         raw_lines = _norm(raw).split("\n")
         if len(raw_lines) != len(code_lines):
             continue
-        syntax = [
-            bool(_MAGIC_LINE.match(r) or _MAGIC_ASSIGN.match(r) or _HELP_LINE.match(r)) for r in raw_lines
-        ]
+        syntax = [is_ipython_syntax(r) for r in raw_lines]
         if any(syntax) and all(s or r == c for s, r, c in zip(syntax, raw_lines, code_lines, strict=True)):
             return True
     return False
@@ -891,187 +727,3 @@ def notebook_cells(path: str) -> list[NotebookCell] | None:
         return cells
     except Exception:  # a notebook being written, a non-notebook file, a bad JSON: no history
         return None
-
-
-# --------------------------------------------------------------------------- the failing code
-
-
-def free_names(code: str) -> list[str]:
-    """The names ``code`` reads before (or without) binding them, in first-use order:
-    what it needs from earlier cells. Empty when it does not parse."""
-    tree = _parse(code)
-    return [] if tree is None else _free_of(tree)
-
-
-def _free_of(tree: ast.Module) -> list[str]:
-    visitor = _Free()
-    visitor.visit(tree)
-    for name in visitor.deferred:
-        if name not in visitor.bound:
-            visitor.free.setdefault(name, None)
-    return list(visitor.free)
-
-
-class _Free(ast.NodeVisitor):
-    """Walks module-level code in evaluation order (values before targets)."""
-
-    def __init__(self) -> None:
-        self.bound: set[str] = set()
-        self.free: dict[str, None] = {}
-        self.deferred: dict[str, None] = {}  # read by function bodies: needed unless bound here
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        pass  # NodeVisitor's own visit_Constant is a slow compatibility shim
-
-    def generic_visit(self, node: ast.AST) -> None:
-        if not isinstance(node, ast.expr):
-            super().generic_visit(node)
-            return
-        # Expressions are most of the nodes: walk them without NodeVisitor's per-node dispatch,
-        # depth first in field order, handing the nodes with a scope of their own back to it.
-        stack: list[ast.AST] = list(reversed(list(ast.iter_child_nodes(node))))
-        while stack:
-            child = stack.pop()
-            if isinstance(child, ast.Name):
-                self.visit_Name(child)
-            elif isinstance(child, _SCOPED):
-                self.visit(child)
-            elif not isinstance(child, ast.Constant):
-                stack.extend(reversed(list(ast.iter_child_nodes(child))))
-
-    def _load(self, name: str) -> None:
-        if name not in self.bound:
-            self.free.setdefault(name, None)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self._load(node.id)
-        elif isinstance(node.ctx, ast.Store):
-            self.bound.add(node.id)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self.visit(node.value)
-        for target in node.targets:
-            self.visit(target)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self.visit(node.annotation)
-        if node.value is not None:
-            self.visit(node.value)
-            self.visit(node.target)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.target, ast.Name):
-            self._load(node.target.id)
-        self.visit(node.value)
-        self.visit(node.target)
-
-    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.visit(node.value)
-        self.visit(node.target)
-
-    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self.visit(node.iter)
-        self.visit(node.target)
-        for stmt in [*node.body, *node.orelse]:
-            self.visit(stmt)
-
-    visit_AsyncFor = visit_For
-
-    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
-        for alias in node.names:
-            if alias.name != "*":
-                self.bound.add(alias.asname or alias.name.split(".")[0])
-
-    visit_ImportFrom = visit_Import
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.type is not None:
-            self.visit(node.type)
-        if node.name:
-            self.bound.add(node.name)
-        for stmt in node.body:
-            self.visit(stmt)
-
-    def _scoped(self, body: Iterable[ast.AST], local: set[str], deferred: bool) -> None:
-        """A body with its own names: reads of the others are free now or when called."""
-        stored = set(local)
-        for node in body:
-            stored |= _stored_names(node)
-        declared = {n for node in body for c in ast.walk(node) if isinstance(c, ast.Global) for n in c.names}
-        stored -= declared
-        for node in body:
-            for child in ast.walk(node):
-                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id not in stored:
-                    if deferred:
-                        self.deferred.setdefault(child.id, None)
-                    else:
-                        self._load(child.id)
-
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
-        args = node.args
-        for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
-            self.visit(default)
-        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-        if isinstance(node, ast.Lambda):
-            self._scoped([node.body], params, deferred=True)
-            return
-        for decorator in node.decorator_list:
-            self.visit(decorator)
-        for annotation in [a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]:
-            if annotation is not None:
-                self.visit(annotation)
-        if node.returns is not None:
-            self.visit(node.returns)
-        self.bound.add(node.name)
-        self._scoped(node.body, params | {node.name}, deferred=True)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._function(node)
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
-        self._function(node)
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self._function(node)
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for child in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
-            self.visit(child)
-        methods = [s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        others = [s for s in node.body if s not in methods]
-        self._scoped(others, set(), deferred=False)
-        for method in methods:
-            for decorator in method.decorator_list:
-                self.visit(decorator)
-            self._function_body_only(method)
-        self.bound.add(node.name)
-
-    def _function_body_only(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        args = node.args
-        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-        self._scoped(node.body, params, deferred=True)
-
-    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
-        self.visit(node.generators[0].iter)  # the first iterable is evaluated outside
-        local = set().union(*(_stored_names(g.target) for g in node.generators))
-        inner: list[ast.AST] = [
-            *(g.iter for g in node.generators[1:]),
-            *(i for g in node.generators for i in g.ifs),
-        ]
-        inner += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        self._scoped(inner, local, deferred=False)
-
-    def visit_ListComp(self, node: ast.ListComp) -> None:
-        self._comprehension(node)
-
-    def visit_SetComp(self, node: ast.SetComp) -> None:
-        self._comprehension(node)
-
-    def visit_DictComp(self, node: ast.DictComp) -> None:
-        self._comprehension(node)
-
-    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
-        self._comprehension(node)

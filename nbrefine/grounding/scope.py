@@ -15,7 +15,8 @@ through: the Python inside ``get_ipython().run_line_magic('time', '...')`` and
 API (a ``code`` argument is source text or an already parsed tree):
 
 - :func:`parse` -> ``ast.Module | None``; :func:`parse_cell`: a notebook cell's source with
-  IPython syntax (``%magic``, ``!cmd``, ``x = !cmd``, ``obj?``) read as Python, line numbers kept.
+  IPython syntax (``%magic``, ``!cmd``, ``x = !cmd``, ``obj?``) read as Python, line numbers kept
+  (:func:`light_transform` is that rewriting, :func:`is_ipython_syntax` tells such a line).
 - :func:`free_names` -> the names the code reads before (or without) binding them, in first-use
   order: what it needs from outside. Reads inside function bodies come last (they run when
   called). ``strict=True`` gives a superset for copying state: a name counts as bound only once a
@@ -51,6 +52,8 @@ __all__ = [
     "bound_names",
     "free_names",
     "global_names",
+    "is_ipython_syntax",
+    "light_transform",
     "parse",
     "parse_cell",
     "scan",
@@ -98,6 +101,11 @@ def parse_cell(source: str) -> ast.Module | None:
     if tree is None and any(ch in source for ch in "%!?"):
         tree = parse(light_transform(source))
     return tree
+
+
+def is_ipython_syntax(line: str) -> bool:
+    """Whether a line of a cell is IPython syntax (``%magic``, ``!cmd``, ``x = !cmd``, ``obj?``)."""
+    return bool(_MAGIC_LINE.match(line) or _MAGIC_ASSIGN.match(line) or _HELP_LINE.match(line))
 
 
 def light_transform(source: str) -> str:

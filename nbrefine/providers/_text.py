@@ -1,6 +1,6 @@
 """Helpers the SDK-backed providers share to turn any exception into one readable line.
 
-May import: the standard library and :mod:`nbrefine._errors`;
+May import: the standard library, :mod:`nbrefine._errors` and :mod:`nbrefine.grounding.text`;
 never the sandbox, the engine, IPython or the CLI.
 """
 
@@ -9,16 +9,9 @@ from __future__ import annotations
 import json
 
 from .._errors import ProviderError, ProviderReplyError, ProviderTimeoutError, ProviderUnavailableError
+from ..grounding.text import one_line
 
 __all__ = ["describe", "http_error_kind", "one_line", "reading_error", "retried"]
-
-MAX_DETAIL = 200
-
-
-def one_line(text: object, limit: int = MAX_DETAIL) -> str:
-    """``text`` with all whitespace runs folded to one space, cut to ``limit`` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def describe(exc: BaseException) -> str:
