@@ -134,6 +134,39 @@ def test_free_names_are_read_before_being_bound():
     assert free_names("x = (") == []
 
 
+def test_names_local_to_the_code_are_not_taken_from_earlier_cells():
+    """A lambda's parameter, an ``except`` name and a class body's own names are the code's own:
+    an earlier cell that happens to bind the same names is not where they come from."""
+    code = (
+        "def top(rows):\n"
+        "    try:\n"
+        "        return sorted(rows, key=lambda r: r[column])\n"
+        "    except KeyError as err:\n"
+        "        return str(err)\n"
+        "class Config:\n"
+        "    size = 3\n"
+        "    double = size * factor\n"
+        "    def show(self):\n"
+        "        return size\n"
+    )
+    assert free_names(code) == ["factor", "sorted", "column", "KeyError", "str", "size"]
+    report = analyse(cells("err = None\nr = 0\nfactor = 2\nsize = 9"), free_names(code))
+    assert report.definers == {"factor": 1, "size": 1}  # the method's `size` is the global one
+
+
+def test_a_timed_line_defines_its_names():
+    """``%time total = compute(data)`` runs its code in the namespace: the cell defines ``total``."""
+    timed = ExecutedCell(
+        2,
+        "%time total = compute(data)",
+        "c2",
+        code="get_ipython().run_line_magic('time', 'total = compute(data)')\n",
+    )
+    report = analyse([*cells("compute = len\ndata = [1]"), timed], ["total"])
+    assert report.definers == {"total": 2}
+    assert report.indirect == {"compute": 1, "data": 1}
+
+
 # --------------------------------------------------------------------------- warnings
 
 
