@@ -27,8 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from ..capture import Failure, capture_failure
-from ..context import Redactor, summarize_value
+from ..grounding import Failure, Redactor, capture_failure, summarize_value
 from .hardening import PolicyRefusal, Prepared, harden
 from .trial import FLOOD_LIMIT, SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
 from .wire import write_msg

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from .._errors import SandboxError
-from ..context import Redactor
+from ..grounding import Redactor
 from .execute import enter_child, trial_child
 from .hardening import TrialPolicy, harden, prepare
 from .trial import SandboxOptions, TrialOutcome, TrialSpec, TrialStatus

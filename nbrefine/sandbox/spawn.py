@@ -46,10 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..capture import Failure
-from ..context import Redactor
-from ..grounding.ipython_names import is_ipython_name, is_ipython_value
-from ..grounding.scope import free_names
+from ..grounding import Failure, Redactor, free_names, is_ipython_name, is_ipython_value
 from . import _spawn_worker
 from .trial import SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
 from .wire import EXIT_GRACE_S, HEADER, REASON_CHARS, exit_detail, kill_group, read_msg, reason

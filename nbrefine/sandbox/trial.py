@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from ..capture import Failure
+from ..grounding import Failure
 from .hardening import TrialPolicy
 
 __all__ = [

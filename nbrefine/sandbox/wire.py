@@ -17,8 +17,7 @@ import struct
 import time
 from typing import Any
 
-from ..capture import Failure, FrameInfo
-from ..context import ValueSummary
+from ..grounding import Failure, FrameInfo, ValueSummary
 from .trial import TrialOutcome, TrialStatus
 
 __all__ = [
