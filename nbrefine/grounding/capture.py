@@ -4,6 +4,9 @@ Works the same in the kernel (the user's cell) and in a trial child (a candidate
 frames that belong to the code under repair are recognised by their file name, the
 frames of other notebook cells by their globals being the user namespace, and library
 frames are folded into a count. No IPython import.
+
+May import: the standard library, pure_eval and the grounding modules below it (summaries,
+redaction).
 """
 
 from __future__ import annotations
