@@ -671,7 +671,7 @@ class Redactor:
         """``code`` with every secret replaced inside its string literal, still valid Python.
 
         Literals the code's structure marks as secret are found by parsing it (see
-        :mod:`nbrefine._codesecrets`: positional arguments of credential-named parameters,
+        :mod:`.codesecrets`: positional arguments of credential-named parameters,
         dataclass fields, tuples under login names, DataFrame columns...) and remembered;
         then the text rules run. If their result no longer parses while the code did (an
         environment value that is also a name in the code), only string literals and

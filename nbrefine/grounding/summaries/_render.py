@@ -38,21 +38,17 @@ from ._bounded import (
     _Timeout,
 )
 
+# Rendering limits inside containers.
 _NESTED_ITEMS = 4  # items shown of a container inside a container
 _MAX_DEPTH = 2  # containers nested deeper than this are shown as [...]
-
-
 _NESTED_STR = 40  # characters of a string inside a container
 _NESTED_REPR = 60  # characters of any other repr inside a container
+_NESTED_LOOKAHEAD = 512  # characters past a cut that are redacted before cutting
 _DF_COLUMNS = 20  # columns listed with their dtypes
 _DF_PREVIEW_COLS = 8  # columns in the head(3) preview
 _DF_ROWS = 3
 _SERIES_VALUES = 5
 _ARRAY_FLAT_VALUES = 6
-
-
-_NESTED_LOOKAHEAD = 512
-
 
 _CONTAINER_BRACKETS: tuple[tuple[type, str, str], ...] = (
     (list, "[", "]"),

@@ -63,15 +63,11 @@ from ._render import (
     _str_like,
 )
 
-# Rendering limits.
+# Rendering limits at the top level.
 _TOP_ITEMS = 8  # items shown of a top-level list/tuple/set
-
-
 _DICT_SMALL = 6  # dicts up to this size are shown whole
 _DICT_KEYS = 10  # keys sampled from a big dict (the most items ever iterated)
 _DICT_PREVIEWS = 3  # item previews of a big dict
-
-
 _REDACT_LOOKAHEAD = 4096  # characters past a cut that are redacted before cutting (top level)
 
 
