@@ -118,22 +118,6 @@ def test_the_names_the_definers_use_are_followed():
     assert [w[:47] for w in stale.warnings] == ["`offset` was last defined by In [4] (cell 'c4')"]
 
 
-def test_free_names_are_read_before_being_bound():
-    code = (
-        "import numpy as np\n"
-        "total = total + 1\n"
-        "y = [i * k for i in data]\n"
-        "def f(a):\n    return a + scale + np.pi\n"
-        "for row in rows:\n    acc = row\n"
-        "scale = 2\n"
-        "print(acc, undefined_later)\n"
-        "class C(Base):\n    z = factor\n    def m(self):\n        return helper(self)\n"
-    )
-    expected = ["total", "data", "k", "rows", "print", "undefined_later", "Base", "factor", "helper"]
-    assert free_names(code) == expected
-    assert free_names("x = (") == []
-
-
 def test_names_local_to_the_code_are_not_taken_from_earlier_cells():
     """A lambda's parameter, an ``except`` name and a class body's own names are the code's own:
     an earlier cell that happens to bind the same names is not where they come from."""
