@@ -45,6 +45,7 @@ from ._argparse import StrictParser
 from ._errors import NbrefineError, ProviderError
 from .grounding.capture import Failure
 from .grounding.redaction import Redactor
+from .grounding.scope import bound_names
 from .grounding.text import TRUNCATED, clip
 from .loop import TrialRunner, normalize_code
 from .prompt import RepairTask, build_request
@@ -1751,13 +1752,13 @@ def _collections_in(tree: ast.Module) -> set[str]:
 
 def _scope_at(tree: ast.Module, lineno: int | None) -> set[str]:
     """Names bound where line ``lineno`` of the cell runs: its functions' and the cell's own."""
-    names = set(_offline._bound_names(tree))
+    names = set(bound_names(tree))
     if lineno is None:
         return names
     for node in ast.walk(tree):
         inside = isinstance(node, ast.stmt) and node.lineno < lineno <= (node.end_lineno or node.lineno)
         if inside and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names |= _offline._bound_names(node)
+            names |= bound_names(node)
     return names
 
 
