@@ -12,6 +12,10 @@ no IPython import, and nothing here imports another nbrefine layer.
 - :mod:`.scope`: the one scope analysis (what code reads and binds); :mod:`.ipython_names`: the
   names IPython keeps in a user namespace; :mod:`.text`: the one clipping helper.
 
+Inside, imports go one way too: the leaves (text, scope, ipython_names, markers, _objects), then
+summaries, then redaction (a redacted summary is a summary made with a redactor), then capture and
+history.
+
 May import: :mod:`nbrefine._errors`, the standard library and third-party libraries.
 """
 

@@ -25,7 +25,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any
 
-from .markers import _CREDENTIAL_MARKER, _MARKER_RE
+from ..markers import _CREDENTIAL_MARKER, _MARKER_RE
 from .names import is_login_name
 
 _MAX_ITEMS = 256  # literals taken from one container value

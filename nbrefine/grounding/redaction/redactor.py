@@ -28,9 +28,7 @@ from collections.abc import (
 from typing import Any
 
 from .._objects import _dataclass_fields, _default_repr, _is, _Libs, _namedtuple_fields, _type_name
-from ..summaries import ValueSummary, redacted_summary
-from .codesecrets import _blank_literals, _parses, _unescaped, secret_literals
-from .markers import (
+from ..markers import (
     _CREDENTIAL_MARKER,
     _LABEL_CREDENTIAL,
     _LABEL_KNOWN,
@@ -40,6 +38,8 @@ from .markers import (
     _marker,
     _marker_labels,
 )
+from ..summaries import ValueSummary, redacted_summary
+from .codesecrets import _blank_literals, _parses, _unescaped, secret_literals
 from .names import _secret_name, is_login_name
 from .rules import (
     _ALNUM_RE,

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from .markers import _LABEL_SHAPE, _marker
+from ..markers import _LABEL_SHAPE, _marker
 
 _PUBLIC_ENV_NAMES = frozenset(
     {

@@ -5,7 +5,7 @@ a budget; :func:`render_summaries` lays them out; :class:`ValueSummary` is one e
 kept out by the redactor a summary is made with (:meth:`nbrefine.grounding.redaction.Redactor.summarize`).
 
 May import: the standard library and the grounding leaf modules (text, ipython_names,
-redaction.markers, _objects); never :mod:`nbrefine.grounding.redaction.redactor` (which imports this).
+markers, _objects); never :mod:`nbrefine.grounding.redaction` (which imports this).
 """
 
 from .summarize import (

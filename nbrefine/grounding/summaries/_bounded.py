@@ -21,7 +21,7 @@ from collections.abc import (
 from typing import Any, Protocol
 
 from .._objects import _Libs, _type_name
-from ..redaction.markers import _CREDENTIAL_MARKER, REDACTED
+from ..markers import _CREDENTIAL_MARKER, REDACTED
 from ..text import clip
 
 

@@ -22,7 +22,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from .._objects import _dataclass_fields, _default_repr, _is, _Libs, _namedtuple_fields, _qualname, _type_name
-from ..redaction.markers import _CREDENTIAL_MARKER
+from ..markers import _CREDENTIAL_MARKER
 from ._bounded import (
     _clip,
     _Ctx,

@@ -15,7 +15,7 @@ so even a ``__repr__`` that sleeps is cut off. Otherwise it relies on bounded re
 cooperative deadline checked between items.
 
 May import: the standard library, the sibling modules of this package and the grounding leaf
-modules (text, ipython_names, redaction.markers, _objects).
+modules (text, ipython_names, markers, _objects).
 """
 
 from __future__ import annotations
