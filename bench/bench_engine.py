@@ -186,7 +186,7 @@ def _bench_breakdown(cell, reps=5):
         from nbrefine import magics as _m
         from nbrefine.grounding.capture import capture_failure
         from nbrefine.grounding import Redactor, summarize_names
-        from nbrefine.prompt import RepairTask, build_request
+        from nbrefine.engine import RepairTask, build_request
         from nbrefine.providers import ProviderSettings, make_provider
 
         ip = get_ipython()

@@ -6,7 +6,7 @@ read at run time from the repository's ``corpora/``):
 1. the setup runs in a fresh namespace in this process (the "kernel state");
 2. the cell runs once in a forked trial (label ``cell``) to capture the real failure, so the
    namespace stays as it was before the cell, like the snapshot %%refine takes;
-3. ``nbrefine.loop.refine`` runs with ``OfflineProvider`` and a ``LiveForkRunner`` on that
+3. ``nbrefine.engine.refine`` runs with ``OfflineProvider`` and a ``LiveForkRunner`` on that
    namespace: every candidate is trial-run in a fork, with the case's extra checks;
 4. a fixed cell is compared with the intended fix recorded in the corpus: equal after
    ``normalize_code``, or else both are run and must print the same output and leave the
@@ -41,9 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from offline_corpus import CASES, Case, external_cases
 
+from nbrefine.engine import LoopResult, RepairTask, normalize_code, refine
 from nbrefine.grounding import Redactor
-from nbrefine.loop import LoopResult, normalize_code, refine
-from nbrefine.prompt import RepairTask
 from nbrefine.providers import offline
 from nbrefine.providers.offline import OfflineProvider
 from nbrefine.sandbox import LiveForkRunner, TrialOutcome, TrialSpec

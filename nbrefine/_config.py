@@ -138,7 +138,7 @@ class Refine(Configurable):
     def _teaching(self, proposal: Any) -> Any:
         # The kernel-wide policy gate decides (a locked policy refuses to be loosened); a
         # TraitError makes traitlets keep the old value.
-        from .teaching import PolicyLockedError, kernel_gate
+        from .engine import PolicyLockedError, kernel_gate
 
         name, value = proposal["trait"].name, proposal["value"]
         options: dict[str, Any] = {name: value}

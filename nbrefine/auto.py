@@ -19,10 +19,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._errors import SandboxError
+from .engine import TeachingPolicy, kernel_gate
 from .grounding.redaction import Redactor
 from .sandbox import Snapshot
 from .session import RefineSession, last_session
-from .teaching import TeachingPolicy, kernel_gate
 
 if TYPE_CHECKING:
     from .magics import RefineMagics

@@ -33,7 +33,7 @@ from ._argparse import StrictParser
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from .teaching import TeachingPolicy
+    from .engine import TeachingPolicy
 
 __all__ = ["main"]
 
@@ -149,7 +149,7 @@ class _Parser(StrictParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .teaching import MODES
+    from .engine import MODES
 
     parser = _Parser(
         prog="nbrefine",
@@ -761,7 +761,7 @@ class Fixer:
         """``--mode`` / ``--max-hints`` go on every ``%%refine`` line, where a locked notebook
         policy refuses a loosening: refuse it now, once, before any kernel starts. Returns the
         policy the cells get (a setup cell of the notebook may still change it)."""
-        from .teaching import PolicyGate, PolicyLockedError, policy_from_notebook
+        from .engine import PolicyGate, PolicyLockedError, policy_from_notebook
 
         try:
             policy = policy_from_notebook(self.notebook.metadata)
@@ -784,7 +784,7 @@ class Fixer:
             lines.append(f"%config Refine.timeout = {self.opts.timeout!r}")
         if not self.opts.quick_fixes:
             lines.append("%config Refine.quick_fixes = False")
-        from .teaching import notebook_policy_code
+        from .engine import notebook_policy_code
 
         try:
             policy = notebook_policy_code(self.notebook.metadata)  # an instructor's policy, if any

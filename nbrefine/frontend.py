@@ -30,7 +30,7 @@ def open_notebook(metadata_json: str, shell: Any) -> str:
     this kernel (the stricter one stays)."""
     from . import load_ipython_extension
     from ._config import Refine
-    from .teaching import TeachingPolicy, install_notebook_policy
+    from .engine import TeachingPolicy, install_notebook_policy
 
     try:
         meta = json.loads(metadata_json)

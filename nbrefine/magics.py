@@ -22,7 +22,22 @@ from ._kernel_secrets import connection_paths, forget_kernel_secrets
 from .auto import AutoMode
 from .capture import Failure, capture_failure, top_level_statements
 from .context import Redactor, summarize_names
-from .cost import kernel_usage, total
+from .engine import (
+    MODES,
+    Attempt,
+    Gate,
+    LoopConfig,
+    OfflineTutor,
+    PolicyLockedError,
+    RepairTask,
+    TeachingPolicy,
+    Verifier,
+    apply_policy_line,
+    kernel_gate,
+    kernel_usage,
+    plain_python,
+    total,
+)
 from .history import (
     ExecutedCell,
     NotebookCell,
@@ -32,8 +47,6 @@ from .history import (
     notebook_cells,
     notebook_path,
 )
-from .loop import Attempt, LoopConfig, Verifier
-from .prompt import RepairTask
 from .providers import Provider, ProviderSettings, make_provider, resolve_provider_name
 from .providers.cache import CachingProvider
 from .sandbox import (
@@ -56,15 +69,6 @@ from .session import (
     last_session,
     plain_summary,
 )
-from .teaching import (
-    MODES,
-    OfflineTutor,
-    PolicyLockedError,
-    TeachingPolicy,
-    apply_policy_line,
-    kernel_gate,
-)
-from .verify import Gate, plain_python
 
 __all__ = ["RefineMagics", "RefineStop"]
 

@@ -13,13 +13,30 @@ from typing import Any
 from ._errors import NbrefineError, ProviderError
 from .capture import Failure
 from .context import Redactor
-from .cost import Usage, add_to_kernel, total
-from .loop import Attempt, EventCallback, LoopConfig, LoopResult, TrialRunner, refine, verifier_for
-from .prompt import RepairTask
+from .engine import (
+    Attempt,
+    EventCallback,
+    HintLedger,
+    LoopConfig,
+    LoopResult,
+    RepairTask,
+    TeachingPolicy,
+    TeachingResult,
+    TrialRunner,
+    Usage,
+    add_to_kernel,
+    drift,
+    fingerprints_of,
+    kernel_ledger,
+    names_read,
+    plain_python,
+    refine,
+    teach,
+    total,
+    verifier_for,
+)
 from .providers.base import Provider
 from .sandbox import TrialOutcome, TrialSpec
-from .teaching import HintLedger, TeachingPolicy, TeachingResult, kernel_ledger, teach
-from .verify import drift, fingerprints_of, names_read, plain_python
 
 __all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
 

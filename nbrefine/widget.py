@@ -29,7 +29,7 @@ from IPython.display import display
 from . import __version__
 from ._panel_css import STYLE
 from .capture import Failure
-from .loop import Attempt
+from .engine import Attempt, TeachingResult
 from .session import (
     RefineSession,
     SessionStateError,
@@ -41,7 +41,6 @@ from .session import (
     plain_summary,
     provider_failed,
 )
-from .teaching import TeachingResult
 from .writeback import WriteResult, write_cell
 
 __all__ = ["ReviewPanel", "diff_html", "markdown_html", "side_by_side_html"]

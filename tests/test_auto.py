@@ -229,7 +229,7 @@ def frontend_line(meta: object) -> str:
 
 
 def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_runs(shell, capsys):
-    from nbrefine.teaching import TeachingPolicy, kernel_gate
+    from nbrefine.engine import TeachingPolicy, kernel_gate
 
     shell.run_line_magic("unload_ext", "nbrefine")  # a fresh kernel: nothing of nbrefine loaded
     names = set(shell.user_ns)
@@ -256,7 +256,7 @@ def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_
 
 
 def test_a_fix_mode_notebook_policy_turns_nothing_on(shell):
-    from nbrefine.teaching import kernel_gate
+    from nbrefine.engine import kernel_gate
 
     shell.run_line_magic("config", "Refine.auto = 'on'")
     result = shell.run_cell(frontend_line({"mode": "fix"}), store_history=False, silent=True)

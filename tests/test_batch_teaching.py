@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from nbrefine.engine import RepairTask
+from nbrefine.engine.teaching import WITHHELD_BLOCK, guard_reply
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import capture_failure
-from nbrefine.prompt import RepairTask
 from nbrefine.sandbox import LiveForkRunner
-from nbrefine.teaching import WITHHELD_BLOCK, guard_reply
 
 pytestmark = pytest.mark.timeout(120)
 

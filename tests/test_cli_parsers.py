@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import nbrefine
-from nbrefine import benchcmd, cli, magics, teaching
+from nbrefine import benchcmd, cli, magics
+from nbrefine.engine import teaching
 
 PACKAGE = Path(nbrefine.__file__).resolve().parent
 

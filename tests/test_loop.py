@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from nbrefine._errors import ProviderRateLimitError
+from nbrefine.engine import LoopConfig, RepairTask, normalize_code, refine
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import Failure
-from nbrefine.loop import LoopConfig, normalize_code, refine
-from nbrefine.prompt import RepairTask
 from nbrefine.providers.scripted import ScriptedProvider
 from nbrefine.sandbox import LiveForkRunner
 

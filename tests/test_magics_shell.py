@@ -230,7 +230,7 @@ def test_error_inside_a_function_from_another_cell_targets_that_cell(shell, scri
 
 
 def test_response_cache_budget_and_usage(shell):
-    from nbrefine.cost import kernel_usage
+    from nbrefine.engine import kernel_usage
 
     provider = ScriptedProvider(["```python\nvalue = 1\n```"] * 3)
     provider.model = "claude-haiku-4-5"  # a model with a known price

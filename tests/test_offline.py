@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
+from nbrefine.engine import LoopResult, RepairTask, refine
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import Failure, capture_failure
-from nbrefine.loop import LoopResult, refine
-from nbrefine.prompt import RepairTask
 from nbrefine.providers.base import DECLINED, ProviderReply, ProviderRequest, RepairContext
 from nbrefine.providers.offline import OfflineProvider, propose_fixes
 from nbrefine.sandbox import LiveForkRunner, fork_supported
@@ -649,8 +648,8 @@ import linecache, sys
 import numpy as np
 from nbrefine.grounding.capture import capture_failure
 from nbrefine.grounding import Redactor
-from nbrefine.loop import refine
-from nbrefine.prompt import RepairTask
+from nbrefine.engine import refine
+from nbrefine.engine import RepairTask
 from nbrefine.providers.offline import OfflineProvider
 from nbrefine.sandbox import LiveForkRunner
 assert "numpy.random" not in sys.modules
@@ -788,7 +787,7 @@ def test_typos_inside_timing_magics(shell: Any, cell: str, fixed: str) -> None:
 
 @needs_fork
 def test_after_a_candidate_times_out_the_decline_says_so() -> None:
-    from nbrefine.loop import LoopConfig
+    from nbrefine.engine import LoopConfig
 
     ns = namespace("")
     code = "import time\ntime.slep(5)\nprint('done')"

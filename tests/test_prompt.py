@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from nbrefine.engine import Attempt, RepairTask, build_request, parse_reply
 from nbrefine.grounding import Redactor, ValueSummary
 from nbrefine.grounding.capture import Failure
 from nbrefine.grounding.text import TRUNCATED, clip
-from nbrefine.loop import Attempt
-from nbrefine.prompt import RepairTask, build_request, parse_reply
 from nbrefine.providers.base import ProviderRequest
 from nbrefine.sandbox import TrialOutcome
 

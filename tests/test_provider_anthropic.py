@@ -463,10 +463,9 @@ def test_cli_serves_replies_until_terminated(tmp_path: Path) -> None:
 def test_prompt_caching_of_the_stable_part_is_read_on_later_attempts(fake: FakeAnthropic) -> None:
     """The real loop, the real SDK: attempt 1 writes the repeated part of the prompt to the
     cache, attempt 2 reads it (the fake caches like the API, here from 50 tokens on)."""
+    from nbrefine.engine import LoopConfig, RepairTask, refine
     from nbrefine.grounding import Redactor
     from nbrefine.grounding.capture import Failure
-    from nbrefine.loop import LoopConfig, refine
-    from nbrefine.prompt import RepairTask
     from nbrefine.sandbox import LiveForkRunner
 
     fake.min_cache_tokens = 50

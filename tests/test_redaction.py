@@ -18,11 +18,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from nbrefine.engine import Attempt, RepairTask, build_request
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import Failure, capture_failure
 from nbrefine.grounding.history import ExecutedCell, analyse
-from nbrefine.loop import Attempt
-from nbrefine.prompt import RepairTask, build_request
 from nbrefine.providers.base import ProviderRequest
 from nbrefine.sandbox import TrialOutcome
 

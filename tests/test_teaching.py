@@ -18,12 +18,8 @@ import nbformat
 import pytest
 
 from nbrefine._errors import NbrefineError, ProviderRateLimitError
-from nbrefine.grounding import Redactor
-from nbrefine.grounding.capture import capture_failure
-from nbrefine.prompt import SYSTEM_PROMPT, RepairTask
-from nbrefine.providers.scripted import ScriptedProvider
-from nbrefine.sandbox import LiveForkRunner, TrialOutcome, TrialSpec
-from nbrefine.teaching import (
+from nbrefine.engine import SYSTEM_PROMPT, RepairTask
+from nbrefine.engine.teaching import (
     MODES,
     TEACHING_SYSTEM_PROMPT,
     WITHHELD_BLOCK,
@@ -43,6 +39,10 @@ from nbrefine.teaching import (
     teaching_request,
     tutor_text,
 )
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import capture_failure
+from nbrefine.providers.scripted import ScriptedProvider
+from nbrefine.sandbox import LiveForkRunner, TrialOutcome, TrialSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks" / "teaching"
@@ -564,7 +564,7 @@ def test_policy_from_metadata_and_its_validation():
 
 
 def test_notebook_metadata_policy_installs_in_a_kernel_gate():
-    import nbrefine.teaching as teaching
+    import nbrefine.engine.teaching as teaching
 
     metadata = {"nbrefine": {"mode": "hint", "max_hints": 3, "allow_solution": False, "lock": True}}
     code = teaching.notebook_policy_code(metadata)

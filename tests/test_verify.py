@@ -6,10 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbrefine.grounding import Redactor
-from nbrefine.grounding.capture import Failure
-from nbrefine.sandbox import LiveForkRunner, TrialOutcome
-from nbrefine.verify import (
+from nbrefine.engine.verify import (
     Gate,
     _nbrefine_fingerprints,
     changed_names,
@@ -19,6 +16,9 @@ from nbrefine.verify import (
     names_read,
     read_fingerprints,
 )
+from nbrefine.grounding import Redactor
+from nbrefine.grounding.capture import Failure
+from nbrefine.sandbox import LiveForkRunner, TrialOutcome
 
 PASSED = TrialOutcome("passed")
 

@@ -13,7 +13,7 @@ import pytest
 
 import nbrefine
 from nbrefine._errors import ProviderAuthError
-from nbrefine.cost import price_of
+from nbrefine.engine import price_of
 from nbrefine.providers.anthropic import DEFAULT_MODEL
 from nbrefine.providers.scripted import ScriptedProvider
 from nbrefine.widget import ReviewPanel, _cell_source_with_fix, diff_html, markdown_html, side_by_side_html

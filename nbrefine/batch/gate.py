@@ -290,7 +290,7 @@ def _pause_for(err: BaseException, attempt: int) -> float:
 
 
 def _cost(reply: ProviderReply) -> tuple[int, float | None]:
-    from ..cost import usage_of
+    from ..engine import usage_of
 
     usage = usage_of(reply)
     return usage.tokens, usage.cost_usd

@@ -29,7 +29,7 @@ __all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one"]
 #: one cell, "kernel": the kernel's process id, so a client can stop it if the job cannot).
 Emit = Callable[[str, dict[str, Any]], None]
 
-_USAGE_EXPR = "__import__('dataclasses').asdict(__import__('nbrefine.cost', fromlist=['_']).kernel_usage())"
+_USAGE_EXPR = "__import__('dataclasses').asdict(__import__('nbrefine.engine', fromlist=['_']).kernel_usage())"
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def warm_up() -> float:
     import nbclient  # noqa: F401
     import nbformat  # noqa: F401
 
-    from .. import cli, teaching  # noqa: F401
+    from .. import cli, engine  # noqa: F401
     from ..providers import offline  # noqa: F401
 
     return time.perf_counter() - started

@@ -35,7 +35,7 @@ PRELOAD = (
     "nbclient",
     "nbformat",
     "nbrefine.cli",
-    "nbrefine.teaching",
+    "nbrefine.engine",
     "nbrefine.providers.offline",
     "nbrefine.batch.pool",
 )

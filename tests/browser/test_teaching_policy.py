@@ -22,7 +22,7 @@ EXERCISE = "def mean(xs):\n    return sum(xs) / len(x)\n\nassert mean([1, 2, 3])
 SETUP_CELL = "%load_ext nbrefine\n%refine policy"  # what a student may run later: quiet, and it agrees
 PROBE = (
     "import sys as _s, json as _j\n"
-    "_t = _s.modules.get('nbrefine.teaching')\n"
+    "_t = _s.modules.get('nbrefine.engine')\n"
     "print(_j.dumps(_t.kernel_gate().policy.describe() if _t else None))"
 )
 

@@ -41,17 +41,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from ._argparse import StrictParser
-from ._errors import NbrefineError, ProviderError
-from .grounding.capture import Failure
-from .grounding.redaction import Redactor
-from .grounding.scope import bound_names
-from .grounding.text import TRUNCATED, clip
+from .._argparse import StrictParser
+from .._errors import NbrefineError, ProviderError
+from ..grounding.capture import Failure
+from ..grounding.redaction import Redactor
+from ..grounding.scope import bound_names
+from ..grounding.text import TRUNCATED, clip
+from ..providers import offline as _offline
+from ..providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, RepairContext, TextCallback
+from ..sandbox import TrialPolicy, TrialSpec
 from .loop import TrialRunner, normalize_code
 from .prompt import RepairTask, build_request
-from .providers import offline as _offline
-from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, RepairContext, TextCallback
-from .sandbox import TrialPolicy, TrialSpec
 
 __all__ = [
     "MODES",
@@ -292,7 +292,7 @@ def notebook_policy_code(metadata: Mapping[str, Any]) -> str | None:
     TeachingPolicy.from_metadata(meta)
     text = json.dumps(dict(meta), sort_keys=True)
     return (
-        "__import__('nbrefine.teaching', fromlist=['_']).install_notebook_policy("
+        "__import__('nbrefine.engine', fromlist=['_']).install_notebook_policy("
         f"__import__('json').loads({text!r}))"
     )
 

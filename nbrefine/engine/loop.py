@@ -13,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._errors import ProviderError
-from .grounding.redaction import Redactor
+from .._errors import ProviderError
+from ..grounding.redaction import Redactor
+from ..providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
+from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec
 from .prompt import ParsedReply, RepairTask, build_request, parse_reply
-from .providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
-from .sandbox import TrialOutcome, TrialPolicy, TrialSpec
 from .verify import Gate
 
 __all__ = [

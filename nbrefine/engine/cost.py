@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .providers.base import ProviderReply
+from ..providers.base import ProviderReply
 
 __all__ = ["PRICES", "Usage", "add_to_kernel", "kernel_usage", "price_of", "usage_of"]
 

@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .grounding.capture import Failure
-from .grounding.redaction import Redactor
-from .grounding.summaries import ValueSummary, render_summaries
-from .grounding.text import TRUNCATED, clip
-from .providers.base import ProviderRequest, RepairContext
+from ..grounding.capture import Failure
+from ..grounding.redaction import Redactor
+from ..grounding.summaries import ValueSummary, render_summaries
+from ..grounding.text import TRUNCATED, clip
+from ..providers.base import ProviderRequest, RepairContext
 
 if TYPE_CHECKING:
     from .loop import Attempt

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sandbox import TrialOutcome, TrialPolicy, TrialSpec, names_to_ship
+from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec, names_to_ship
 
 __all__ = [
     "Gate",

@@ -1,0 +1,94 @@
+"""The repair engine: what one failing cell's repair (or teaching turn) is, and how it runs.
+
+- :mod:`.prompt`: the repair task (:class:`RepairTask`), the prompt built from it and the reply parser;
+- :mod:`.loop`: the refine loop (ask, trial, feed back; stop on a pass, the cap, a cycle, regressions);
+- :mod:`.verify`: what "verified" means (the gate) and the state fingerprints Accept compares;
+- :mod:`.cost`: token usage and cost, per attempt, session and kernel;
+- :mod:`.teaching`: the teaching modes (policy, hint prompt, the no-solution guard, the offline tutor).
+
+Code outside the engine imports from this package (``from nbrefine.engine import refine``);
+the modules of the engine import each other by module, never through this file.
+
+May import: the standard library, :mod:`nbrefine._errors`, :mod:`nbrefine._argparse` and the
+layers below (:mod:`nbrefine.sandbox`, :mod:`nbrefine.providers`, :mod:`nbrefine.grounding`); never
+IPython, ipywidgets, comm, nbclient, nor nbrefine's adapters (the IPython magics and panel, the
+CLI, batch and reports).
+"""
+
+from __future__ import annotations
+
+from .cost import PRICES, Usage, add_to_kernel, kernel_usage, price_of, total, usage_of
+from .loop import (
+    Attempt,
+    EventCallback,
+    LoopConfig,
+    LoopResult,
+    TrialRunner,
+    Verifier,
+    normalize_code,
+    refine,
+    verifier_for,
+)
+from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
+from .teaching import (
+    MODES,
+    TEACHING_MODES,
+    HintLedger,
+    OfflineTutor,
+    PolicyGate,
+    PolicyLockedError,
+    TeachingPolicy,
+    TeachingResult,
+    apply_policy_line,
+    install_notebook_policy,
+    kernel_gate,
+    kernel_ledger,
+    notebook_policy_code,
+    policy_from_notebook,
+    teach,
+)
+from .verify import Gate, drift, fingerprints_of, names_read, plain_python
+
+__all__ = [
+    "MODES",
+    "PRICES",
+    "SYSTEM_PROMPT",
+    "TEACHING_MODES",
+    "Attempt",
+    "EventCallback",
+    "Gate",
+    "HintLedger",
+    "LoopConfig",
+    "LoopResult",
+    "OfflineTutor",
+    "ParsedReply",
+    "PolicyGate",
+    "PolicyLockedError",
+    "RepairTask",
+    "TeachingPolicy",
+    "TeachingResult",
+    "TrialRunner",
+    "Usage",
+    "Verifier",
+    "add_to_kernel",
+    "apply_policy_line",
+    "build_request",
+    "drift",
+    "fingerprints_of",
+    "install_notebook_policy",
+    "kernel_gate",
+    "kernel_ledger",
+    "kernel_usage",
+    "names_read",
+    "normalize_code",
+    "notebook_policy_code",
+    "parse_reply",
+    "plain_python",
+    "policy_from_notebook",
+    "price_of",
+    "refine",
+    "teach",
+    "total",
+    "usage_of",
+    "verifier_for",
+]
