@@ -2,13 +2,15 @@
 Notebook 7 and VS Code without JavaScript of its own.
 
 The decision comes first: one line saying where things stand (the error named once) and the
-buttons there is a decision for, then the diff, then the details folded (why, every attempt with
-its diff against the one before, where it failed, tokens and cost). While the loop runs, one
-counter, a ticking timer, each attempt as it finishes and a Stop button, nothing else. Accept
-runs the fix in the kernel and writes it into the cell through the JupyterLab extension; where
-no extension answers, the code is shown to copy. A fix that is not verified where it would run
-(a proposal that changes the checks, or a fix that fails from the live state) is labelled so, and
-only the second button, "Apply anyway", runs it. Teaching modes keep every hint shown so far.
+buttons there is a decision for, then the diff, where it failed (the user's own frames, while the
+traceback is folded), then the details folded (why, every attempt with its diff against the one
+before, tokens and cost). While the loop runs: one counter, a ticking timer, each attempt as it
+finishes and a Stop button, nothing else. Accept checks the fix and asks the JupyterLab extension
+to write it into the cell and run the cell, so the notebook records the fixed run's outputs (the
+panel gives way to one line, :func:`fixed_output`); where no extension does, the fix runs in the
+kernel and the code is shown to copy. A fix that is not verified where it would run (a proposal
+that changes the checks, or a fix that fails from the live state) is labelled so, and only the
+second button, "Apply anyway", runs it. Teaching modes keep every hint shown so far.
 """
 
 from __future__ import annotations
@@ -264,6 +266,7 @@ class ReviewPanel:
         self.view = widgets.ToggleButtons(options=["unified", "side by side"], value="unified")
         self.diff = widgets.HTML()
         self.hints = widgets.HTML()
+        self.where = widgets.HTML()  # the user's own frames, once the traceback is folded
         self.details = widgets.HTML()
         self.output = widgets.Output()
         self.stop_button.on_click(lambda _b: self.session.stop())
@@ -298,6 +301,7 @@ class ReviewPanel:
                 self.view,
                 self.diff,
                 self.hints,
+                self.where,
                 self.details,
                 self.output,
             ]
@@ -445,6 +449,7 @@ class ReviewPanel:
         self.view.layout.display = None if fixed else "none"
         self._render_diff()
         self.hints.layout.display = "none"
+        self._render_where()
         self._render_details()
 
     def _set_state(self, running: bool, offered: bool) -> None:
@@ -591,10 +596,6 @@ class ReviewPanel:
         if tries and not session.running:
             parts.append(self._attempts_html(tries))
             names.append(count_tries(len(tries)).replace("try", "attempt").replace("tries", "attempts"))
-        failure = session.failure
-        if failure is not None:
-            parts.append(self._where_html(failure))
-            names.append("where it failed")
         if session.notes:
             notes = "".join(f"<li>{html.escape(note)}</li>" for note in session.notes)
             parts.append(
@@ -613,12 +614,22 @@ class ReviewPanel:
             self.details.value = value
         self.details.layout.display = None if value else "none"
 
+    def _render_where(self) -> None:
+        """Where it failed, in the user's own frames, while the traceback is folded (a fix is
+        offered): the library frames are one click away. Repainted only when it changes."""
+        failure = self.session.failure
+        folded = "nbr-fold" in self.widget._dom_classes
+        value = self._where_html(failure) if failure is not None and folded else ""
+        if value != self.where.value:
+            self.where.value = value
+        self.where.layout.display = None if value else "none"
+
     def _where_html(self, failure: Failure) -> str:
         hidden = failure.library_frames_hidden
         library = f" and {hidden} library frame{'s' if hidden != 1 else ''}" if hidden else ""
         toggle = _fold(
             f"The full traceback{library}",
-            '<div class="nbr-note">Shown above the panel while this is open.</div>',
+            '<div class="nbr-note">Shown under the panel while this is open.</div>',
             "nbr-tb",
         )
         frames = _frames_html(failure, self.session.line_offset)
@@ -686,7 +697,7 @@ class ReviewPanel:
             blocks.append(f'<div class="nbr-note">That was the last {kind} for this cell.</div>')
         self.hints.value = "".join(blocks)
         self.hints.layout.display = None if blocks else "none"
-        for hidden in (self.view, self.diff, self.verdict, self.details):
+        for hidden in (self.view, self.diff, self.verdict, self.details, self.where):
             hidden.layout.display = "none"
         more = teaching.more_available and not running
         label = teaching.next_label or "Another hint"

@@ -64,7 +64,10 @@ def test_the_decision_comes_first_and_the_error_is_named_once(shell):
     assert not shown(panel.anyway_button) and not shown(panel.stop_button) and not shown(panel.progress)
     assert "nbr-fold" in panel.widget._dom_classes and "nbr-ok" in panel.widget._dom_classes
     details = text_of(panel.details.value)
-    assert details.startswith("Details: why, 2 attempts, where it failed")
+    assert details.startswith("Details: why, 2 attempts, cost")
+    where = text_of(panel.where.value)  # the user's own frames stay in view; the traceback folds
+    assert where.startswith("where it failedyour cell, line 1: value = 2 * undefined_thing")
+    assert "The full traceback" in where and "NameError" not in where
     assert "It is 21." in details  # the explanation, rendered as Markdown
     assert "<code>21</code>" in panel.details.value
 
@@ -370,7 +373,7 @@ def test_line_numbers_are_the_cells_own_under_a_refine_line(shell):
     session.cell_source = "%%refine --provider widget-scripted\n" + session.original_code
     panel = ReviewPanel(session)
     assert "NameError at line 3" in text_of(panel.summary.value)  # as numbered in the notebook cell
-    assert "your cell, line 3:" in text_of(panel.details.value)
+    assert "your cell, line 3:" in text_of(panel.where.value)
     assert "the cell failed with NameError at line 3" in session.render_text()
 
 

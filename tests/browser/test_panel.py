@@ -158,7 +158,8 @@ def test_the_decision_is_at_the_top_and_the_error_named_once(
     assert "deep_lib.py" not in text  # no library frame
     assert "Run All stopped here" in text  # the one line that stops Run All is still there
     # The full traceback is one click away, and folds again.
-    cell.locator("details.nbr-more > summary").click()
+    expect(cell.get_by_text("your cell, line 2, in")).to_have_count(0)  # top level: no function
+    expect(cell.locator(".nbr-frames").get_by_text('deep_lib.lookup(revenue, "North")')).to_be_visible()
     cell.locator("details.nbr-tb > summary").click()
     expect(outputs.get_by_text("Traceback (most recent call last)").first).to_be_visible()
     assert "deep_lib.py" in outputs.inner_text()
