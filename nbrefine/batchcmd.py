@@ -20,7 +20,7 @@ from .batch.runner import REPORT_SUFFIXES, BatchOptions, run_batch
 
 __all__ = ["is_batch", "options", "run"]
 
-_BATCH_ONLY = ("jobs", "record", "fail_on", "max_requests", "budget_tokens", "budget_usd")
+_BATCH_ONLY = ("jobs", "cluster", "record", "fail_on", "max_requests", "budget_tokens", "budget_usd")
 
 
 def is_batch(args: argparse.Namespace) -> bool:
@@ -64,6 +64,8 @@ def options(args: argparse.Namespace) -> BatchOptions:
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         raise CliError("--jobs must be at least 1")
+    if args.cluster is not None:
+        _check_cluster(args)
     return BatchOptions(
         arguments=tuple(args.notebook),
         settings=settings,
@@ -78,7 +80,19 @@ def options(args: argparse.Namespace) -> BatchOptions:
         fail_on=args.fail_on or "unfixed",
         verbosity=QUIET if args.quiet else VERBOSE if args.verbose else NORMAL,
         limits=_limits(args),
+        cluster=args.cluster,
     )
+
+
+def _check_cluster(args: argparse.Namespace) -> None:
+    from .batch.cluster import require_distributed
+    from .cli import CliError
+
+    if not args.cluster.strip():
+        raise CliError("--cluster needs the scheduler's address, e.g. tcp://10.0.0.5:8786")
+    if args.jobs is not None:
+        raise CliError("--jobs does not apply with --cluster: the cluster's workers run the notebooks")
+    require_distributed()
 
 
 def _settings(args: argparse.Namespace) -> JobSettings:

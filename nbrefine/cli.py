@@ -260,6 +260,12 @@ def _add_batch_options(fix: argparse.ArgumentParser) -> None:
         "failing, 'any' a cell that failed at all, even if it was fixed",
     )
     batch.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run each notebook as a task on this running dask.distributed scheduler (e.g. "
+        "tcp://10.0.0.5:8786; needs nbrefine[dask]); the results come back here and are written here",
+    )
+    batch.add_argument(
         "--max-requests",
         type=int,
         metavar="N",

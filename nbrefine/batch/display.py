@@ -60,6 +60,12 @@ class Display:
         self.running += 1
         self._refresh()
 
+    def retrying(self, line: str) -> None:
+        """A running notebook lost its worker and waits for another (it will start again)."""
+        self.running -= 1
+        self.note(line)
+        self._refresh()
+
     def cell_line(self, path: str, text: str) -> None:
         if self.verbosity >= VERBOSE:
             self.console.print(f"{path}: {text}", markup=False)

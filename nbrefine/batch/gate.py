@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import importlib
 import json
 import os
 import random
@@ -77,6 +78,11 @@ class RequestGate(Protocol):
     """The shared limit and budget, as a job's provider sees them."""
 
     limits: GateLimits
+
+    @property
+    def spec(self) -> str:
+        """The string every job's kernel opens this gate from (:func:`open_gate`)."""
+        ...
 
     def slot(self) -> contextlib.AbstractContextManager[float]:
         """Wait for the shared pause to end and for a free request slot; hold it in the block.
@@ -231,6 +237,9 @@ def budget_reason(limits: GateLimits, state: GateState) -> str | None:
 # --------------------------------------------------------------------------- specs
 
 _SCHEMES: dict[str, Callable[[str], RequestGate]] = {"file": FileGate}
+# Schemes whose module is imported only when a spec names them (a kernel of a Dask batch opens
+# its gate from the spec alone: nothing registered it in that process).
+_LAZY = {"dask": (".dask_gate", "open_dask_gate")}
 
 
 def register_scheme(scheme: str, opener: Callable[[str], RequestGate]) -> None:
@@ -240,9 +249,13 @@ def register_scheme(scheme: str, opener: Callable[[str], RequestGate]) -> None:
 
 def open_gate(spec: str) -> RequestGate:
     scheme, sep, rest = spec.partition(":")
+    if scheme in _LAZY and scheme not in _SCHEMES:
+        module, name = _LAZY[scheme]
+        register_scheme(scheme, getattr(importlib.import_module(module, __package__), name))
     opener = _SCHEMES.get(scheme)
     if not sep or opener is None:
-        raise ValueError(f"not a request gate spec: {spec!r} (known: {', '.join(sorted(_SCHEMES))})")
+        known = ", ".join(sorted({*_SCHEMES, *_LAZY}))
+        raise ValueError(f"not a request gate spec: {spec!r} (known: {known})")
     return opener(rest)
 
 

@@ -93,6 +93,9 @@ class NotebookResult:
     worker: str = ""  # host:pid of the process that ran it
     started_at: float = 0.0  # time.time() when the job began, and when it ended
     ended_at: float = 0.0
+    # Earlier runs of this notebook whose worker died mid-notebook (a cluster runs it again once):
+    # {"worker": address, "started_at": time.time(), "died": True} each.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:

@@ -22,7 +22,7 @@ from .. import __version__
 from ..reports.classroom import ClassTotals, feedback_markdown, is_teaching
 from ..reports.summary import Totals, write_json, write_junit, write_markdown
 from .display import NORMAL, Display
-from .gate import FileGate, GateLimits, GateState
+from .gate import FileGate, GateLimits, GateState, RequestGate
 from .inputs import BatchInput, expand, nbgrader_place
 from .job import JobSettings, NotebookResult, NotebookTask
 from .pool import Event, Executor, LocalPool
@@ -52,6 +52,7 @@ class BatchOptions:
     fail_on: str = "unfixed"
     verbosity: int = NORMAL
     limits: GateLimits = field(default_factory=GateLimits)
+    cluster: str | None = None  # a dask.distributed scheduler's address (--cluster): run there
 
     def key_settings(self) -> dict[str, Any]:
         """What decides a notebook's outcome and outputs (``--resume`` skips only on a match)."""
@@ -70,7 +71,7 @@ class BatchRun:
 
     def __init__(self, opts: BatchOptions, executor: Executor | None = None) -> None:
         self.opts = opts
-        self.executor = executor or LocalPool(opts.jobs)
+        self.executor = executor or _executor(opts)
         self.totals = Totals(fail_on=opts.fail_on)
         self.classroom = ClassTotals()
         self.class_report = any(p.suffix.lower() == ".html" for p in opts.reports)
@@ -82,6 +83,9 @@ class BatchRun:
 
     def run(self) -> int:
         opts = self.opts
+        connect = getattr(self.executor, "connect", None)
+        if connect is not None:  # a cluster: an address that answers nothing is bad usage, said first
+            connect()
         self.inputs = expand(
             opts.arguments, output_dir=opts.output_dir, in_place=opts.in_place, dry_run=opts.dry_run
         )
@@ -93,10 +97,10 @@ class BatchRun:
         from ..cli import _Terminated
 
         try:
-            self.display.note(f"nbrefine {__version__}: {len(self.inputs)} notebooks, {opts.jobs} jobs")
+            self.display.note(f"nbrefine {__version__}: {len(self.inputs)} notebooks, {self._where()}")
             self.display.note(opts.choice.describe())
             todo = self._take_earlier()
-            self.gate = FileGate.create(gate_dir, opts.limits, self._spent_before())
+            self.gate = self._create_gate(gate_dir)
             self._run(todo)
         except (KeyboardInterrupt, _Terminated):
             self.interrupted = True
@@ -112,10 +116,30 @@ class BatchRun:
             with _no_interrupts():
                 self.display.close()
                 self._finish()
+                self._close()
                 shutil.rmtree(gate_dir, ignore_errors=True)
         return EXIT_INTERRUPTED if self.interrupted else self.totals.exit_code()
 
     # ---------------------------------------------------------------- before
+
+    def _where(self) -> str:
+        describe = getattr(self.executor, "describe", None)
+        return str(describe()) if describe is not None else f"{self.opts.jobs} jobs"
+
+    def _create_gate(self, folder: Path) -> RequestGate:
+        """One gate for every job: the executor's own (a cluster's lives on its scheduler), else
+        lock files in ``folder``, for the processes of this machine."""
+        create = getattr(self.executor, "create_gate", None)
+        if create is not None:
+            gate: RequestGate = create(self.opts.limits, self._spent_before())
+            return gate
+        return FileGate.create(folder, self.opts.limits, self._spent_before())
+
+    def _close(self) -> None:
+        for thing in (getattr(self, "gate", None), self.executor):
+            close = getattr(thing, "close", None)
+            if close is not None:
+                close()
 
     def _take_earlier(self) -> list[tuple[int, BatchInput]]:
         """Record what needs no job (resumed notebooks, arguments that named none); the rest."""
@@ -186,6 +210,8 @@ class BatchRun:
             self.workers.append(time.time() - self.started)
         elif event.kind == "start":
             self.display.started()
+        elif event.kind == "retry" and item is not None:  # its worker died: another one runs it
+            self.display.retrying(f"↻ {item.path}: its worker died; running it again on another worker")
         elif event.kind == "line" and item is not None:
             self.display.cell_line(str(item.path), str(event.data.get("text", "")))
 
@@ -216,6 +242,7 @@ class BatchRun:
             "feedback": None,
             "nbgrader": None if place is None else vars(place),
             "worker": result.worker,
+            "attempts": result.attempts,
             "started_at": result.started_at,
             "ended_at": result.ended_at,
             "timings": result.timings,
@@ -303,6 +330,7 @@ class BatchRun:
             "started": self.started,
             "duration_s": round(time.time() - self.started, 3),
             "jobs": self.opts.jobs,
+            "cluster": self.opts.cluster,
             "workers_ready_s": [round(w, 3) for w in self.workers],
             "interrupted": self.interrupted,
             "exit_code": code,
@@ -380,6 +408,14 @@ def _no_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _executor(opts: BatchOptions) -> Executor:
+    if opts.cluster is None:
+        return LocalPool(opts.jobs)
+    from .cluster import DaskExecutor
+
+    return DaskExecutor(opts.cluster)
 
 
 def run_batch(opts: BatchOptions, executor: Executor | None = None) -> int:
