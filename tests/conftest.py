@@ -18,9 +18,9 @@ def shell():
     ip.run_line_magic("unload_ext", "nbrefine")
     ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
     ip.reset(new_session=False)
-    from nbrefine.engine.teaching import _reset_kernel_state
+    from nbrefine.engine.state import reset
 
-    _reset_kernel_state()  # the teaching policy lock is process-wide
+    reset()  # what a kernel remembers (the teaching policy lock, hints, spending) is process-wide
     from nbrefine.providers.cache import clear_response_cache
 
     clear_response_cache()

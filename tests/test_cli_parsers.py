@@ -19,7 +19,7 @@ import pytest
 
 import nbrefine
 from nbrefine import benchcmd, cli, magics
-from nbrefine.engine import teaching
+from nbrefine.engine.teaching import policy as teaching
 
 PACKAGE = Path(nbrefine.__file__).resolve().parent
 

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from nbrefine._errors import NbrefineError, ProviderRateLimitError
-from nbrefine.engine import SYSTEM_PROMPT, RepairTask
+from nbrefine.engine import SYSTEM_PROMPT, RepairTask, apply_policy_line
 from nbrefine.engine.teaching import (
     MODES,
     TEACHING_SYSTEM_PROMPT,
@@ -29,7 +29,6 @@ from nbrefine.engine.teaching import (
     PolicyGate,
     PolicyLockedError,
     TeachingPolicy,
-    apply_policy_line,
     guard_reply,
     hints_counter,
     next_step,
@@ -564,14 +563,15 @@ def test_policy_from_metadata_and_its_validation():
 
 
 def test_notebook_metadata_policy_installs_in_a_kernel_gate():
-    import nbrefine.engine.teaching as teaching
+    import nbrefine.engine as teaching
+    from nbrefine.engine.state import reset
 
     metadata = {"nbrefine": {"mode": "hint", "max_hints": 3, "allow_solution": False, "lock": True}}
     code = teaching.notebook_policy_code(metadata)
     assert code is not None and "\n" not in code and teaching.notebook_policy_code({}) is None
     with pytest.raises(ValueError, match="unknown key"):
         teaching.notebook_policy_code({"nbrefine": {"mood": "hint"}})
-    teaching._reset_kernel_state()
+    reset()
     try:
         exec(code, {})
         assert teaching.kernel_gate().policy == TeachingPolicy("hint", 3, locked=True)
@@ -579,7 +579,7 @@ def test_notebook_metadata_policy_installs_in_a_kernel_gate():
         with pytest.raises(PolicyLockedError):
             teaching.install_notebook_policy({"mode": "fix"})
     finally:
-        teaching._reset_kernel_state()
+        reset()
     assert teaching.kernel_gate().policy == TeachingPolicy()
 
 

@@ -3,7 +3,8 @@
 - :mod:`.prompt`: the repair task (:class:`RepairTask`), the prompt built from it and the reply parser;
 - :mod:`.loop`: the refine loop (ask, trial, feed back; stop on a pass, the cap, a cycle, regressions);
 - :mod:`.verify`: what "verified" means (the gate) and the state fingerprints Accept compares;
-- :mod:`.cost`: token usage and cost, per attempt, session and kernel;
+- :mod:`.cost`: token usage and cost of replies, attempts and sessions;
+- :mod:`.state`: what a kernel remembers between cells, in one holder (:class:`KernelState`);
 - :mod:`.teaching`: the teaching modes (policy, hint prompt, the no-solution guard, the offline tutor).
 
 Code outside the engine imports from this package (``from nbrefine.engine import refine``);
@@ -17,7 +18,7 @@ CLI, batch and reports).
 
 from __future__ import annotations
 
-from .cost import PRICES, Usage, add_to_kernel, kernel_usage, price_of, total, usage_of
+from .cost import PRICES, Usage, price_of, total, usage_of
 from .loop import (
     Attempt,
     EventCallback,
@@ -30,6 +31,16 @@ from .loop import (
     verifier_for,
 )
 from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
+from .state import (
+    KernelState,
+    add_to_kernel,
+    apply_policy_line,
+    current,
+    install_notebook_policy,
+    kernel_gate,
+    kernel_ledger,
+    kernel_usage,
+)
 from .teaching import (
     MODES,
     TEACHING_MODES,
@@ -39,10 +50,6 @@ from .teaching import (
     PolicyLockedError,
     TeachingPolicy,
     TeachingResult,
-    apply_policy_line,
-    install_notebook_policy,
-    kernel_gate,
-    kernel_ledger,
     notebook_policy_code,
     policy_from_notebook,
     teach,
@@ -58,6 +65,7 @@ __all__ = [
     "EventCallback",
     "Gate",
     "HintLedger",
+    "KernelState",
     "LoopConfig",
     "LoopResult",
     "OfflineTutor",
@@ -73,6 +81,7 @@ __all__ = [
     "add_to_kernel",
     "apply_policy_line",
     "build_request",
+    "current",
     "drift",
     "fingerprints_of",
     "install_notebook_policy",

@@ -1,19 +1,20 @@
-"""Token usage and cost: per attempt, per session, per kernel; budgets that stop the loop.
+"""Token usage and cost of replies, attempts and sessions (a kernel's total is in :mod:`.state`).
 
 Prices are list prices in USD per million tokens, ``(input, output, cache write, cache read)``.
 Only models whose prices nbrefine knows are listed; for any other model the cost is
 ``None`` (shown as unknown) unless ``Refine.prices`` gives it: nbrefine never guesses.
+
+May import: the standard library and :mod:`nbrefine.providers.base`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..providers.base import ProviderReply
 
-__all__ = ["PRICES", "Usage", "add_to_kernel", "kernel_usage", "price_of", "usage_of"]
+__all__ = ["PRICES", "Usage", "price_of", "total", "usage_of"]
 
 Price = tuple[float, float, float, float]
 
@@ -103,17 +104,3 @@ def total(replies: Iterable[ProviderReply], overrides: Mapping[str, Sequence[flo
     for reply in replies:
         result = result + usage_of(reply, overrides)
     return result
-
-
-_KERNEL = [Usage()]
-_KERNEL_LOCK = threading.Lock()
-
-
-def kernel_usage() -> Usage:
-    """Everything this kernel (process) has spent on repairs so far."""
-    return _KERNEL[0]
-
-
-def add_to_kernel(usage: Usage) -> None:
-    with _KERNEL_LOCK:
-        _KERNEL[0] = _KERNEL[0] + usage

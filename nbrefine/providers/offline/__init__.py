@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...grounding.scope import bound_names
 from ..base import DECLINED, ProviderReply, ProviderRequest, RepairContext, TextCallback
 from .attributes import _fix_attribute
 from .coercions import _fix_type
@@ -40,20 +39,14 @@ from .imports import _fix_module
 from .keys import _fix_key
 from .names import _fix_name
 from .source import Fix, _NoFix, _Source
-from .spelling import _close_matches as _close_matches
-from .spelling import _distance as _distance
 from .state import _State
 from .syntax import _fix_syntax
 from .unbound import _fix_unbound
 
 __all__ = ["Fix", "OfflineProvider", "propose_fixes"]
-# Code outside this package also takes private names from here (the ``x as x`` imports above):
-# teaching's hints ``_close_matches`` and ``_distance`` (and ``_bound_names``, which is
-# nbrefine.grounding.scope.bound_names: teaching should call that), bench_offline's
-# ``_top_modules``; the tests patch ``_FIXERS``.
-
-#: TEMPORARY (issue 13 phase B): teaching.py still calls ``offline._bound_names``.
-_bound_names = bound_names
+# Code outside this package also takes private names from here: bench_offline's ``_top_modules``
+# (the ``x as x`` import above); the tests patch ``_FIXERS``. (The engine's tutor reads close
+# spellings from ``.spelling`` itself.)
 
 
 _MODEL = "quick-fixes"

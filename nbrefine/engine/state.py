@@ -1,0 +1,97 @@
+"""What a kernel remembers between cells, in one holder.
+
+Everything nbrefine keeps across the cells of one kernel (process) lives in a :class:`KernelState`:
+what the kernel has spent on repairs, the teaching policy gate (and its lock) and the hints each
+failing cell has had. :func:`current` is this process's; :func:`reset` starts over (tests do; a
+student could too, which is why the teaching lock is no security boundary: see
+:mod:`nbrefine.engine.teaching.policy`). The functions below it are the kernel-wide shortcuts the
+adapters use (``kernel_gate()``, ``apply_policy_line(...)``...).
+
+May import: the standard library and the engine's cost and teaching modules.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cost import Usage
+from .teaching.hints import HintLedger
+from .teaching.policy import PolicyGate, TeachingPolicy
+
+__all__ = [
+    "KernelState",
+    "add_to_kernel",
+    "apply_policy_line",
+    "current",
+    "install_notebook_policy",
+    "kernel_gate",
+    "kernel_ledger",
+    "kernel_usage",
+    "reset",
+]
+
+
+@dataclass(eq=False)
+class KernelState:
+    """The state of one kernel: its spending, its teaching policy and the hints given so far."""
+
+    usage: Usage = field(default_factory=Usage)  # everything spent on repairs so far
+    gate: PolicyGate = field(default_factory=PolicyGate)  # the teaching policy and its lock
+    ledger: HintLedger = field(default_factory=HintLedger)  # the hints per failing cell
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def spend(self, usage: Usage) -> None:
+        """Add what a run spent (runs may end in background threads at the same time)."""
+        with self._lock:
+            self.usage = self.usage + usage
+
+
+_current = KernelState()
+
+
+def current() -> KernelState:
+    """This kernel's (process's) state."""
+    return _current
+
+
+def reset() -> KernelState:
+    """Start over with a fresh state: no spending, the default policy unlocked, no hints."""
+    global _current
+    _current = KernelState()
+    return _current
+
+
+def kernel_usage() -> Usage:
+    """Everything this kernel has spent on repairs so far."""
+    return _current.usage
+
+
+def add_to_kernel(usage: Usage) -> None:
+    _current.spend(usage)
+
+
+def kernel_gate() -> PolicyGate:
+    """The teaching policy gate of this kernel."""
+    return _current.gate
+
+
+def kernel_ledger() -> HintLedger:
+    """The hints each failing cell has had in this kernel."""
+    return _current.ledger
+
+
+def install_notebook_policy(meta: Mapping[str, Any], gate: PolicyGate | None = None) -> TeachingPolicy:
+    """Set the policy of a notebook's ``metadata["nbrefine"]`` object on the kernel's gate (run in
+    the kernel, e.g. through :func:`~nbrefine.engine.teaching.notebook_policy_code`).
+    ``ValueError`` / :class:`~nbrefine.engine.teaching.PolicyLockedError`."""
+    return (gate or kernel_gate()).install(meta)
+
+
+def apply_policy_line(
+    line: str, gate: PolicyGate | None = None, *, source: str = "setup cell"
+) -> TeachingPolicy:
+    """``%refine policy ARGS`` on the kernel's gate (see :meth:`PolicyGate.apply_line`)."""
+    return (gate or kernel_gate()).apply_line(line, source=source)

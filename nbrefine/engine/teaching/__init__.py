@@ -1,0 +1,64 @@
+"""Teaching modes: explanations and graduated hints instead of answers.
+
+- :mod:`.policy`: the modes, the instructor's :class:`TeachingPolicy` and the :class:`PolicyGate`
+  that holds a kernel's policy and its lock;
+- :mod:`.hints`: hints per failing cell (:class:`HintLedger`) and what asking again gives
+  (:func:`next_step`);
+- :mod:`.prompt`: the tutor's prompt (:func:`teaching_request`);
+- :mod:`.guard`: the guarantee that no code in a reply solves the cell (:func:`guard_reply`);
+- :mod:`.texts` and :mod:`.tutor`: the offline tutor, nbrefine's own explanations and hints
+  without a model;
+- :mod:`.turn`: one teaching turn (:func:`teach`), which the session runs.
+
+The kernel's own gate and ledger are kept by :mod:`nbrefine.engine.state` (``kernel_gate()``,
+``kernel_ledger()``, ``install_notebook_policy``, ``apply_policy_line``).
+
+Inside, imports go one way: policy, then hints, then prompt, guard and texts, then tutor, then turn.
+May import: the standard library, :mod:`nbrefine._errors`, :mod:`nbrefine._argparse`, the layers below
+the engine and the engine's loop and prompt; never IPython or nbrefine's adapters (the magic, the
+panel and the CLI adapt this package).
+"""
+
+from __future__ import annotations
+
+from .guard import WITHHELD_BLOCK, WITHHELD_INLINE, GuardedReply, SnippetCheck, guard_reply
+from .hints import HintLedger, TeachingStep, hints_counter, next_step
+from .policy import (
+    MODES,
+    TEACHING_MODES,
+    PolicyGate,
+    PolicyLockedError,
+    TeachingPolicy,
+    notebook_policy_code,
+    parse_policy_args,
+    policy_from_notebook,
+)
+from .prompt import TEACHING_SYSTEM_PROMPT, teaching_request
+from .turn import TeachingResult, teach
+from .tutor import OfflineTutor, tutor_text
+
+__all__ = [
+    "MODES",
+    "TEACHING_MODES",
+    "TEACHING_SYSTEM_PROMPT",
+    "WITHHELD_BLOCK",
+    "WITHHELD_INLINE",
+    "GuardedReply",
+    "HintLedger",
+    "OfflineTutor",
+    "PolicyGate",
+    "PolicyLockedError",
+    "SnippetCheck",
+    "TeachingPolicy",
+    "TeachingResult",
+    "TeachingStep",
+    "guard_reply",
+    "hints_counter",
+    "next_step",
+    "notebook_policy_code",
+    "parse_policy_args",
+    "policy_from_notebook",
+    "teach",
+    "teaching_request",
+    "tutor_text",
+]
