@@ -70,6 +70,28 @@ next queued spec**. So ``script({"status": 429, "retry_after": 0}, {"text": "ok"
 on the first retry, while a client with ``max_retries=2`` needs three 429 specs queued to see
 the error. Keep ``max_retries`` small and ``retry_after`` tiny (e.g. 0.01) in tests.
 
+Message Batches
+---------------
+The batch endpoints the SDK's ``client.messages.batches`` calls are served too:
+
+* ``POST /v1/messages/batches`` (``create``) takes ``{"requests": [{"custom_id", "params"}]}``;
+  each request takes the next queued spec *when the batch is created*, in order (a request
+  whose ``params`` lack ``model``/``max_tokens``/``messages`` is ``errored`` instead);
+* ``GET /v1/messages/batches/{id}`` (``retrieve``): ``in_progress`` with every request counted
+  as ``processing`` until ``batch_seconds`` (constructor argument or attribute, default 0.5) or
+  the largest ``delay`` of its specs has passed since it was created, then ``ended`` with the
+  counts and a ``results_url``;
+* ``GET /v1/messages/batches/{id}/results`` (what ``results`` fetches from ``results_url``):
+  one JSON line per request, ``{"custom_id", "result"}``, the result ``succeeded`` (with the
+  ``message`` a ``{"text": ...}`` spec makes), ``errored`` (a ``{"status": N}`` spec: the API's
+  error object under ``error``) or ``expired`` / ``canceled`` (a ``{"batch_result": "expired"}``
+  spec). Before the batch ends it is a 404, as the API's ``results_url`` does not exist yet.
+
+A ``{"fault": ...}`` spec has no meaning in a batch (nothing streams): it gives ``errored``.
+``batches`` (and ``GET /_fake/batches``) lists the batches made so far, each with its ``id``,
+``custom_ids`` and ``status``; ``batch_faults`` queues answers for the batch endpoints
+themselves (a ``{"status": 529}`` spec there answers the next batch call with that error).
+
 Authentication
 --------------
 Like the real API, a request to ``/v1/...`` without credentials gets a 401
@@ -266,6 +288,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"ok": True})
         elif method == "GET" and path == "/_fake/requests":
             self._send_json(200, fake.requests)
+        elif method == "GET" and path == "/_fake/batches":
+            self._send_json(200, fake.batches)
         elif method == "GET" and path == "/_fake/state":
             self._send_json(200, {"pending": fake.pending, "requests": len(fake.requests)})
         else:
@@ -283,6 +307,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         if not fake._authorized(headers):
             self._send_error_body(401)
+            return
+        if path.startswith("/v1/messages/batches"):
+            self._batches(method, path, body)
             return
         if method != "POST" or path != "/v1/messages":
             self._send_error_body(404, message=f"{method} {path} is not served by the fake")
@@ -306,6 +333,64 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body.get("messages"), list):
             return "messages: Field required"
         return None
+
+    # -- message batches -------------------------------------------------------------------
+
+    def _batches(self, method: str, path: str, body: Any) -> None:
+        fake = self.server.fake
+        fault = fake._next_batch_fault()
+        if fault is not None:
+            status = int(fault.get("status", 500))
+            headers = (
+                {"retry-after": str(fault["retry_after"])} if fault.get("retry_after") is not None else {}
+            )
+            self._send_error_body(status, fault.get("error_type"), fault.get("message"), headers)
+            return
+        parts = path.rstrip("/").split("/")[4:]  # after /v1/messages/batches
+        if method == "POST" and not parts:
+            requests = body.get("requests") if isinstance(body, dict) else None
+            if not isinstance(requests, list) or not requests:
+                self._send_error_body(400, message="requests: Field required (a non-empty list)")
+                return
+            self._send_json(200, fake._batch_view(fake._create_batch(self, requests), self._base()))
+            return
+        batch = fake._batch(parts[0]) if parts else None
+        if method != "GET" or batch is None or len(parts) > 2 or parts[1:] not in ([], ["results"]):
+            self._send_error_body(404, message=f"{method} {path} is not served by the fake")
+            return
+        if not parts[1:]:
+            self._send_json(200, fake._batch_view(batch, self._base()))
+        elif not fake._ended(batch):
+            self._send_error_body(404, message=f"the results of {batch['id']} are not ready")
+        else:
+            lines = [json.dumps({"custom_id": cid, "result": result}) for cid, result in batch["results"]]
+            data = ("\n".join(lines) + "\n").encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/binary")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    def _base(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def _batch_result(self, spec: Mapping[str, Any], params: Any) -> dict[str, Any]:
+        """What one request of a batch ends as, from its spec (see the module docstring)."""
+        problem = self._invalid(params)
+        if problem or spec.get("fault") or int(spec.get("status", 200)) != 200:
+            status = 400 if problem else int(spec.get("status", 500))
+            etype, message = _ERROR_TYPES.get(status, ("api_error", f"HTTP {status}"))
+            error = {
+                "type": spec.get("error_type") or etype,
+                "message": problem or spec.get("message") or message,
+            }
+            return {"type": "errored", "error": {"type": "error", "error": error, "request_id": None}}
+        if spec.get("batch_result") in ("expired", "canceled"):
+            return {"type": spec["batch_result"]}
+        self._msg_id = _new_id("msg")
+        return {"type": "succeeded", "message": self._message(spec, params, final=True)}
 
     # -- replies ---------------------------------------------------------------------------
 
@@ -491,6 +576,7 @@ class FakeAnthropic:
         *,
         default: Mapping[str, Any] | None = None,
         api_key: str | None = None,
+        batch_seconds: float = 0.5,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -511,6 +597,10 @@ class FakeAnthropic:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
+        #: How long a message batch stays in progress (at least: its specs' largest ``delay``).
+        self.batch_seconds = batch_seconds
+        self._batches: dict[str, dict[str, Any]] = {}
+        self._batch_faults: deque[dict[str, Any]] = deque()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -604,11 +694,32 @@ class FakeAnthropic:
             self._queue.extend(dict(r) for r in replies)
 
     def reset(self) -> None:
-        """Forget the queued replies and the received requests."""
+        """Forget the queued replies and the received requests (and the batches)."""
         with self._lock:
             self._queue.clear()
             self._requests.clear()
             self._prompt_cache.clear()
+            self._batches.clear()
+            self._batch_faults.clear()
+
+    @property
+    def batches(self) -> list[dict[str, Any]]:
+        """The message batches made so far, oldest first: ``id``, ``custom_ids``, ``status``."""
+        with self._lock:
+            made = list(self._batches.values())
+        return [
+            {
+                "id": b["id"],
+                "custom_ids": [cid for cid, _ in b["results"]],
+                "status": "ended" if self._ended(b) else "in_progress",
+            }
+            for b in made
+        ]
+
+    def batch_faults(self, *specs: Mapping[str, Any]) -> None:
+        """Answer the next calls to the batch endpoints with these errors (``{"status": 529}``)."""
+        with self._lock:
+            self._batch_faults.extend(dict(s) for s in specs)
 
     # -- used by the handler ---------------------------------------------------------------
 
@@ -636,6 +747,49 @@ class FakeAnthropic:
             self._prompt_cache.add(key)
         field = "cache_read_input_tokens" if hit else "cache_creation_input_tokens"
         return {"input_tokens": total - prefix_tokens, field: prefix_tokens}
+
+    def _next_batch_fault(self) -> dict[str, Any] | None:
+        with self._lock:
+            return self._batch_faults.popleft() if self._batch_faults else None
+
+    def _create_batch(self, handler: _Handler, requests: list[Any]) -> dict[str, Any]:
+        results, delay = [], 0.0
+        for item in requests:
+            item = item if isinstance(item, Mapping) else {}
+            spec = self._next_spec()
+            delay = max(delay, float(spec.get("delay", 0) or 0))
+            results.append((str(item.get("custom_id")), handler._batch_result(spec, item.get("params"))))
+        batch = {"id": _new_id("msgbatch"), "created": time.time(), "delay": delay, "results": results}
+        with self._lock:
+            self._batches[batch["id"]] = batch
+        return batch
+
+    def _batch(self, batch_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._batches.get(batch_id)
+
+    def _ended(self, batch: Mapping[str, Any]) -> bool:
+        return time.time() >= batch["created"] + max(self.batch_seconds, batch["delay"])
+
+    def _batch_view(self, batch: Mapping[str, Any], base_url: str) -> dict[str, Any]:
+        """The API's MessageBatch object for ``batch`` as it stands now."""
+        ended = self._ended(batch)
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        for _, result in batch["results"]:
+            counts[result["type"] if ended else "processing"] += 1
+        created = batch["created"]
+        return {
+            "id": batch["id"],
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": counts,
+            "created_at": _iso(created),
+            "expires_at": _iso(created + 86400),
+            "ended_at": _iso(created + max(self.batch_seconds, batch["delay"])) if ended else None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{base_url}/v1/messages/batches/{batch['id']}/results" if ended else None,
+        }
 
     def _next_spec(self) -> dict[str, Any]:
         with self._lock:
@@ -670,6 +824,10 @@ class FakeAnthropic:
                 return True
             if self._stopping.wait(min(_SLEEP_STEP, remaining)):
                 return False
+
+
+def _iso(when: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when)) + f".{int(when % 1 * 1e6):06d}Z"
 
 
 def _load_replies(path: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:

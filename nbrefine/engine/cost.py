@@ -94,6 +94,11 @@ def usage_of(reply: ProviderReply, overrides: Mapping[str, Sequence[float]] | No
             + reply.cache_write_tokens * p_write
             + reply.cache_read_tokens * p_read
         ) / 1e6
+        # A reply from Anthropic's Message Batches (nbrefine fix --batch) is billed at a share of
+        # these prices: its provider says which.
+        factor = reply.extra.get("price_factor")
+        if isinstance(factor, int | float):
+            cost *= factor
     return Usage(
         reply.input_tokens, reply.output_tokens, reply.cache_read_tokens, reply.cache_write_tokens, cost
     )
