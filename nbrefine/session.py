@@ -20,6 +20,7 @@ from .engine import (
     LoopConfig,
     LoopResult,
     RepairTask,
+    Status,
     TeachingPolicy,
     TeachingResult,
     TrialRunner,
@@ -116,9 +117,8 @@ _GREEN, _RED, _CYAN, _BOLD, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[36m", "\x1b[1
 class RefineSession:
     """One failing cell, the attempts to fix it, and Accept / Reject.
 
-    ``status``: ``"running"``, ``"no_error"``, ``"fixed"``, ``"unfixed"``, ``"error"`` (the
-    provider or sandbox failed), ``"interrupted"``. ``decision``: ``"pending"``,
-    ``"accepted"``, ``"rejected"``."""
+    ``status``: a :data:`~nbrefine.engine.types.Status` (what the loop ended with, or ``"running"``,
+    ``"no_error"``, ``"hint"``). ``decision``: ``"pending"``, ``"accepted"``, ``"rejected"``."""
 
     def __init__(
         self,
@@ -132,7 +132,7 @@ class RefineSession:
         self.original_code = original_code
         self.provider = provider
         self.model = model
-        self.status = "running"
+        self.status: Status = "running"
         self.message = ""
         self.failures: tuple[Failure, ...] = ()
         self.notes: tuple[str, ...] = ()
@@ -167,7 +167,7 @@ class RefineSession:
         self.status = result.status
         self.message = result.message
 
-    def finish_without_loop(self, status: str, message: str) -> None:
+    def finish_without_loop(self, status: Status, message: str) -> None:
         self.status = status
         self.message = message
 
@@ -282,7 +282,7 @@ class RefineSession:
             self.run(on_event=on_event)
             return
         self.provider, self.model = result.provider or self.provider, result.model or self.model
-        status = "error" if result.status == "error" else "hint"
+        status: Status = "error" if result.status == "error" else "hint"
         self.finish_without_loop(status, result.message)
 
     def _names(self, code: str) -> list[str] | None:

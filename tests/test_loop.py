@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import get_args, get_type_hints
+
 from nbrefine._errors import ProviderRateLimitError
-from nbrefine.engine import LoopConfig, RepairTask, normalize_code, refine
+from nbrefine.engine import STATUSES, LoopConfig, LoopEvent, RepairTask, normalize_code, refine
+from nbrefine.engine.types import STOP_REASONS
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import Failure
 from nbrefine.providers.scripted import ScriptedProvider
@@ -46,6 +49,36 @@ def test_wrong_then_right_candidate_is_fixed_at_attempt_two():
     assert "assert total == 8" in provider.requests[1].user
     assert "where total =" in provider.requests[1].user
     assert "total" not in namespace  # trials ran in forks
+
+
+def typed(events: list[tuple[str, dict]]) -> bool:
+    """Each payload has its kind and exactly the keys of that kind's TypedDict."""
+    declared = {get_args(get_type_hints(t)["kind"])[0]: t.__required_keys__ for t in get_args(LoopEvent)}
+    return all(payload["kind"] == kind and set(payload) == declared[kind] for kind, payload in events)
+
+
+def test_the_loop_sends_typed_events_and_ends_with_a_known_status():
+    task, runner = make("total = sum(items)\nassert totl == 7", {"items": [3, 4]})
+    events: list[tuple[str, dict]] = []
+    provider = ScriptedProvider(
+        [block("total = sum(items)\nassert total == 8"), block("total = sum(items)\nassert total == 7")]
+    )
+    result = refine(
+        task,
+        provider,
+        runner,
+        Redactor(environ={}),
+        on_event=lambda kind, payload: events.append((kind, payload)),
+    )
+    assert result.status == "fixed" and result.status in STATUSES and result.stop_reason in STOP_REASONS
+    assert [kind for kind, _ in events if kind != "text"] == [
+        "request",
+        "reply",
+        "trial_start",
+        "trial_done",
+    ] * 2
+    assert any(kind == "text" for kind, _ in events) and typed(events)
+    assert [payload["status"] for kind, payload in events if kind == "trial_done"] == ["failed", "passed"]
 
 
 def test_extra_checks_must_pass_too():

@@ -12,13 +12,13 @@ import linecache
 import re
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import nbformat
 import pytest
 
 from nbrefine._errors import NbrefineError, ProviderRateLimitError
-from nbrefine.engine import SYSTEM_PROMPT, RepairTask, apply_policy_line
+from nbrefine.engine import SYSTEM_PROMPT, LoopEvent, RepairTask, apply_policy_line
 from nbrefine.engine.teaching import (
     MODES,
     TEACHING_SYSTEM_PROMPT,
@@ -126,6 +126,8 @@ def test_disobeying_model_in_hint_mode_full_cell_is_withheld_and_the_rest_kept()
     assert "Hint 1 of 3" in result.render() and "(Hints used: 1 of 3)" in result.render()
     # The reply never streamed out: no event carries the model's text.
     assert [kind for kind, _ in events] == ["teaching_request", "teaching_reply", "guard_done"]
+    declared = {get_args(get_type_hints(t)["kind"])[0]: t.__required_keys__ for t in get_args(LoopEvent)}
+    assert all(payload["kind"] == kind and set(payload) == declared[kind] for kind, payload in events)
     assert not any("len(xs)" in json.dumps(payload) for _, payload in events)
     request = provider.requests[0]
     assert request.system == TEACHING_SYSTEM_PROMPT

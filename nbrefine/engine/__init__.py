@@ -1,5 +1,6 @@
 """The repair engine: what one failing cell's repair (or teaching turn) is, and how it runs.
 
+- :mod:`.types`: the contracts: :data:`Status`, :class:`Attempt`, :class:`LoopResult`, the events;
 - :mod:`.prompt`: the repair task (:class:`RepairTask`), the prompt built from it and the reply parser;
 - :mod:`.loop`: the refine loop (ask, trial, feed back; stop on a pass, the cap, a cycle, regressions);
 - :mod:`.verify`: what "verified" means (the gate) and the state fingerprints Accept compares;
@@ -19,17 +20,7 @@ CLI, batch and reports).
 from __future__ import annotations
 
 from .cost import PRICES, Usage, price_of, total, usage_of
-from .loop import (
-    Attempt,
-    EventCallback,
-    LoopConfig,
-    LoopResult,
-    TrialRunner,
-    Verifier,
-    normalize_code,
-    refine,
-    verifier_for,
-)
+from .loop import LoopConfig, normalize_code, refine, verifier_for
 from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
 from .state import (
     KernelState,
@@ -54,25 +45,44 @@ from .teaching import (
     policy_from_notebook,
     teach,
 )
+from .types import (
+    EVENT_KINDS,
+    STATUSES,
+    Attempt,
+    EventCallback,
+    EventKind,
+    LoopEvent,
+    LoopResult,
+    Status,
+    StopReason,
+    TrialRunner,
+    Verifier,
+)
 from .verify import Gate, drift, fingerprints_of, names_read, plain_python
 
 __all__ = [
+    "EVENT_KINDS",
     "MODES",
     "PRICES",
+    "STATUSES",
     "SYSTEM_PROMPT",
     "TEACHING_MODES",
     "Attempt",
     "EventCallback",
+    "EventKind",
     "Gate",
     "HintLedger",
     "KernelState",
     "LoopConfig",
+    "LoopEvent",
     "LoopResult",
     "OfflineTutor",
     "ParsedReply",
     "PolicyGate",
     "PolicyLockedError",
     "RepairTask",
+    "Status",
+    "StopReason",
     "TeachingPolicy",
     "TeachingResult",
     "TrialRunner",

@@ -1,4 +1,12 @@
-"""The refine loop: ask, trial, feed back; stop on a pass, the attempt cap, a cycle or regressions."""
+"""The refine loop: ask, trial, feed back; stop on a pass, the attempt cap, a cycle or regressions.
+
+:func:`refine` runs up to ``max_attempts`` attempts for a :class:`~nbrefine.engine.prompt.RepairTask`
+(after any earlier ones), sends its events to ``on_event`` and returns a
+:class:`~nbrefine.engine.types.LoopResult`. Best-of-N asks for several candidates per round.
+
+May import: the standard library, :mod:`nbrefine._errors`, the layers below the engine, and the
+engine's types, prompt and verify.
+"""
 
 from __future__ import annotations
 
@@ -11,38 +19,29 @@ import tokenize
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from .._errors import ProviderError
 from ..grounding.redaction import Redactor
 from ..providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
 from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec
 from .prompt import ParsedReply, RepairTask, build_request, parse_reply
+from .types import (
+    Attempt,
+    EventCallback,
+    LoopResult,
+    Status,
+    StopReason,
+    TrialRunner,
+    Verifier,
+    emit,
+)
 from .verify import Gate
 
-__all__ = [
-    "Attempt",
-    "LoopConfig",
-    "LoopResult",
-    "TrialRunner",
-    "Verifier",
-    "normalize_code",
-    "refine",
-    "verifier_for",
-]
-
-#: ``on_event(kind, payload)``: "request", "text", "reply", "trial_start", "trial_done".
-EventCallback = Callable[[str, dict[str, Any]], None]
-#: ``verify(candidate, outcome)``: why a passed trial does not count as verified ("" when it does).
-Verifier = Callable[[str, TrialOutcome], str]
+__all__ = ["LoopConfig", "normalize_code", "refine", "verifier_for"]
 
 
 def _plain(code: str) -> str:
     return code
-
-
-class TrialRunner(Protocol):
-    def run(self, spec: TrialSpec) -> TrialOutcome: ...
 
 
 @dataclass(frozen=True)
@@ -70,97 +69,6 @@ def verifier_for(task: RepairTask, config: LoopConfig) -> Verifier:
     return Gate.for_failures(
         task.code, task.failures, len(task.checks), label=task.label, transform=config.transform
     )
-
-
-@dataclass
-class Attempt:
-    """One round: the request sent, the reply, the candidate and what its trial did."""
-
-    number: int
-    request: ProviderRequest
-    reply: ProviderReply | None = None
-    code: str | None = None
-    explanation: str = ""
-    outcome: TrialOutcome | None = None
-    note: str = ""
-    regression: bool = False
-    cycle: bool = False
-    provider_s: float = 0.0
-    extra_replies: list[ProviderReply] = field(default_factory=list)  # best-of-N: the other replies
-    alternatives: list[tuple[str, TrialOutcome]] = field(default_factory=list)  # and their trials
-    alternative_reasons: list[str] = field(default_factory=list)  # why a passing one is not verified
-    #: why its passed trial does not count as verified ("" when it does or did not pass)
-    changes_checks: str = ""
-
-    @property
-    def replies(self) -> list[ProviderReply]:
-        """Every reply this attempt paid for."""
-        return ([self.reply] if self.reply else []) + self.extra_replies
-
-    @property
-    def passed(self) -> bool:
-        """Its trial passed (verified or not)."""
-        return self.outcome is not None and self.outcome.ok
-
-    @property
-    def ok(self) -> bool:
-        """It is a verified fix: its trial passed and it left the checks alone."""
-        return self.passed and not self.changes_checks
-
-    @property
-    def error_type(self) -> str | None:
-        if self.outcome is not None:
-            return self.outcome.error_type
-        return "NoCode" if self.code is None else "Cycle"
-
-    @property
-    def error_message(self) -> str:
-        if self.changes_checks:
-            return f"changes the checks: {self.changes_checks}"
-        return self.outcome.error_message if self.outcome is not None else self.note
-
-    @property
-    def stdout(self) -> str:
-        return self.outcome.stdout if self.outcome is not None else ""
-
-    @property
-    def duration_s(self) -> float:
-        return self.provider_s + (self.outcome.duration_s if self.outcome is not None else 0.0)
-
-    def summary(self) -> str:
-        text = self.outcome.one_line() if self.outcome is not None else self.note
-        if self.changes_checks:
-            text = f"changes the checks: {self.changes_checks} (its trial {text})"
-        return text + (f" [{self.note}]" if self.note and self.outcome is not None else "")
-
-    def feedback(self) -> str:
-        text = self.outcome.render() if self.outcome is not None else self.note
-        if self.changes_checks:
-            text += (
-                f"\nNot counted as a fix: it changes the checks ({self.changes_checks}). Keep every "
-                "assert of the cell and every extra check, do not hide errors with try/except, and "
-                "do not touch nbrefine or the trial process."
-            )
-        return text
-
-
-@dataclass
-class LoopResult:
-    status: str  # "fixed" | "changes_checks" | "unfixed" | "error" | "interrupted" | "budget"
-    stop_reason: str  # "passed" | "max_attempts" | "cycle" | "regression" | "provider_error" | ...
-    message: str
-    attempts: list[Attempt] = field(default_factory=list)
-    fixed_code: str | None = None  # the fix; with status "changes_checks", the unverified proposal
-    explanation: str = ""
-    unverified: str = ""  # status "changes_checks": why the proposal is not verified
-
-    @property
-    def input_tokens(self) -> int:
-        return sum(r.input_tokens for a in self.attempts for r in a.replies)
-
-    @property
-    def output_tokens(self) -> int:
-        return sum(r.output_tokens for a in self.attempts for r in a.replies)
 
 
 def _diff_size(old: str, new: str) -> int:
@@ -208,7 +116,7 @@ class _Loop:
     ) -> None:
         self.task, self.provider, self.runner, self.redactor = task, provider, runner, redactor
         self.config, self.user_note, self.should_stop = config, user_note, should_stop
-        self.emit: EventCallback = on_event or (lambda kind, payload: None)
+        self.on_event = on_event
         self.verify = verifier_for(task, config)
         self.attempts: list[Attempt] = list(history)
         self.first_attempt = len(history) + 1
@@ -254,9 +162,10 @@ class _Loop:
         )
         attempt = Attempt(number, request)
         self.attempts.append(attempt)
-        self.emit(
-            "request",
+        emit(
+            self.on_event,
             {
+                "kind": "request",
                 "attempt": number,
                 "of": self.first_attempt + self.config.max_attempts - 1,
                 "chars": len(request.user),
@@ -273,7 +182,7 @@ class _Loop:
         finally:
             attempt.provider_s = time.monotonic() - started
         attempt.reply, attempt.extra_replies = replies[0], replies[1:]
-        self.emit("reply", {"attempt": number, "chars": len(attempt.reply.text)})
+        emit(self.on_event, {"kind": "reply", "attempt": number, "chars": len(attempt.reply.text)})
         if len(replies) > 1:
             return self._best_of(attempt, replies)
         if attempt.reply.stop_reason == DECLINED:
@@ -342,11 +251,12 @@ class _Loop:
         spec = TrialSpec(
             code=code, checks=self.task.checks, timeout_s=self.config.timeout_s, policy=self.config.policy
         )
-        self.emit("trial_start", {"attempt": attempt.number})
+        emit(self.on_event, {"kind": "trial_start", "attempt": attempt.number})
         outcome = self.runner.run(spec)
-        self.emit(
-            "trial_done",
+        emit(
+            self.on_event,
             {
+                "kind": "trial_done",
                 "attempt": attempt.number,
                 "status": outcome.status,
                 "summary": outcome.one_line(),
@@ -358,7 +268,7 @@ class _Loop:
     def _on_text(self, piece: str) -> None:
         if self.should_stop():
             raise KeyboardInterrupt  # ends the stream; the loop reports "interrupted"
-        self.emit("text", {"text": piece})
+        emit(self.on_event, {"kind": "text", "text": piece})
 
     def _judge(self, attempt: Attempt, code: str) -> LoopResult | None:
         return self._judge_outcome(attempt, self._trial(attempt, code))
@@ -402,7 +312,9 @@ class _Loop:
         self.regressions_in_row = 0
         return None
 
-    def _result(self, status: str, reason: str, message: str, fixed: Attempt | None = None) -> LoopResult:
+    def _result(
+        self, status: Status, reason: StopReason, message: str, fixed: Attempt | None = None
+    ) -> LoopResult:
         refused = [a.outcome.detail for a in self.attempts if a.outcome and a.outcome.status == "refused"]
         if status == "unfixed" and refused:
             message += (

@@ -1,20 +1,22 @@
-"""The repair prompt (labelled sections inside a total budget) and the reply parser."""
+"""The repair prompt (labelled sections inside a total budget) and the reply parser.
+
+May import: the standard library, :mod:`nbrefine.grounding`, :mod:`nbrefine.providers.base` and
+the engine's types.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..grounding.capture import Failure
 from ..grounding.redaction import Redactor
 from ..grounding.summaries import ValueSummary, render_summaries
 from ..grounding.text import TRUNCATED, clip
 from ..providers.base import ProviderRequest, RepairContext
-
-if TYPE_CHECKING:
-    from .loop import Attempt
+from .types import Attempt
 
 __all__ = ["SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "parse_reply"]
 

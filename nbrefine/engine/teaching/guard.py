@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass
 
 from ...sandbox import TrialPolicy, TrialSpec
-from ..loop import TrialRunner, normalize_code
+from ..loop import normalize_code
 from ..prompt import RepairTask
+from ..types import TrialRunner
 
 WITHHELD_BLOCK = "[a code example was withheld here: it would give away the solution]"
 WITHHELD_INLINE = "[code withheld: it would give away the solution]"

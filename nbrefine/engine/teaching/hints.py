@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass
+from typing import Literal
 
 from ..loop import normalize_code
 from ..prompt import RepairTask
@@ -19,6 +20,9 @@ from .policy import TeachingPolicy
 
 #: Hint detail levels: 1 a nudge, 2 specific, 3 nearly there.
 MAX_LEVEL = 3
+
+#: What the next request for a failing cell gets (see :class:`TeachingStep`).
+StepKind = Literal["fix", "explain", "hint", "solution", "exhausted"]
 
 
 class HintLedger:
@@ -58,7 +62,7 @@ class TeachingStep:
     ``explain``, ``hint``, ``solution`` (graduated, after the last hint, when allowed: the
     normal loop) or ``exhausted`` (no hints left)."""
 
-    kind: str
+    kind: StepKind
     number: int = 0  # which hint or explanation this is, from 1
     level: int = 0  # detail of a hint: 1 nudge, 2 specific, 3 nearly there
     total: int | None = None  # the cap, when there is one
@@ -88,7 +92,7 @@ def next_step(policy: TeachingPolicy, used: int) -> TeachingStep:
     cap = policy.hint_cap
     number = used + 1
     if cap is None or number <= cap:
-        kind = "explain" if policy.mode == "explain" else "hint"
+        kind: StepKind = "explain" if policy.mode == "explain" else "hint"
         return TeachingStep(kind, number, min(number, MAX_LEVEL) if kind == "hint" else 0, cap)
     if policy.mode == "graduated" and policy.allow_solution:
         return TeachingStep("solution", number, 0, cap)

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..._errors import ProviderError
 from ...grounding.redaction import Redactor
 from ...providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
 from ...sandbox import TrialPolicy
-from ..loop import TrialRunner
 from ..prompt import RepairTask
+from ..types import EventCallback, TrialRunner, emit
 from .guard import GuardedReply, guard_reply, prose_left
-from .hints import HintLedger, TeachingStep, exhausted_text, next_step
+from .hints import HintLedger, StepKind, TeachingStep, exhausted_text, next_step
 from .policy import TeachingPolicy
 from .prompt import teaching_request
 from .tutor import OfflineTutor
+
+#: What one request for help came to (see :class:`TeachingResult`).
+TeachingStatus = Literal["hint", "exhausted", "fix_loop", "error"]
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,12 @@ class TeachingResult:
     nothing was counted)."""
 
     step: TeachingStep
-    status: str
+    status: TeachingStatus
     text: str = ""
     mode: str = "fix"
     hints_used: int = 0
     hint_cap: int | None = None
-    next_kind: str = "exhausted"  # what asking again gives: next_step(...).kind
+    next_kind: StepKind = "exhausted"  # what asking again gives: next_step(...).kind
     withheld: int = 0
     checked: int = 0
     message: str = ""
@@ -93,7 +96,7 @@ def teach(
     max_tokens: int = 800,
     budget: int = 12000,
     user_note: str = "",
-    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_event: EventCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> TeachingResult:
     """Give the next explanation or hint for the failing cell ``key`` under ``policy``.
@@ -102,7 +105,6 @@ def teach(
     checked it. With :class:`OfflineTutor` as ``provider`` no model is asked. A reply that is
     all code (withheld) or declined gets nbrefine's own hint at the same level instead.
     ``KeyboardInterrupt`` propagates when ``should_stop`` turns true while the reply streams."""
-    emit = on_event or (lambda kind, payload: None)
     used = ledger.used(key)
     step = next_step(policy, used)
     common: dict[str, Any] = {"mode": policy.mode, "hint_cap": policy.hint_cap}
@@ -126,7 +128,15 @@ def teach(
         total=step.total,
         user_note=user_note,
     )
-    emit("teaching_request", {"step": step.header(), "provider": provider.name, "model": provider.model})
+    emit(
+        on_event,
+        {
+            "kind": "teaching_request",
+            "step": step.header(),
+            "provider": provider.name,
+            "model": provider.model,
+        },
+    )
 
     def check_stop(_piece: str) -> None:  # pieces are never shown: only the guarded whole is
         if should_stop is not None and should_stop():
@@ -146,10 +156,18 @@ def teach(
         return TeachingResult(
             step, "error", message=message, hints_used=used, next_kind=step.kind, request=request, **common
         )
-    emit("teaching_reply", {"chars": len(reply.text)})
+    emit(on_event, {"kind": "teaching_reply", "chars": len(reply.text)})
     text = reply.text if reply.stop_reason != DECLINED else ""
     guarded = guard_reply(text, task, runner, timeout_s=timeout_s, policy=trial_policy)
-    emit("guard_done", {"withheld": guarded.withheld, "checked": guarded.checked, "trials": guarded.trials})
+    emit(
+        on_event,
+        {
+            "kind": "guard_done",
+            "withheld": guarded.withheld,
+            "checked": guarded.checked,
+            "trials": guarded.trials,
+        },
+    )
     shown = guarded.text.strip()
     if len(prose_left(shown)) < 40:
         own = tutor.reply(task, mode=mode, level=level, **grounding).text

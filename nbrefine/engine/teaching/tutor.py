@@ -25,8 +25,8 @@ from ...providers.base import DECLINED, ProviderReply, ProviderRequest, RepairCo
 from ...providers.offline import propose_fixes
 from ...providers.offline.spelling import _close_matches, _distance
 from ...sandbox import TrialPolicy, TrialSpec
-from ..loop import TrialRunner
 from ..prompt import RepairTask
+from ..types import TrialRunner
 from .guard import parse_cell
 from .texts import (
     ITERATING_CALLS,
