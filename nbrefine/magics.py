@@ -38,6 +38,7 @@ from .engine import (
     plain_python,
     total,
 )
+from .engine import cached as CachingProvider  # TEMPORARY name: the kernel's response cache
 from .history import (
     ExecutedCell,
     NotebookCell,
@@ -48,7 +49,6 @@ from .history import (
     notebook_path,
 )
 from .providers import Provider, ProviderSettings, make_provider, resolve_provider_name
-from .providers.cache import CachingProvider
 from .sandbox import (
     LiveForkRunner,
     SandboxOptions,

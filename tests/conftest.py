@@ -20,7 +20,4 @@ def shell():
     ip.reset(new_session=False)
     from nbrefine.engine.state import reset
 
-    reset()  # what a kernel remembers (the teaching policy lock, hints, spending) is process-wide
-    from nbrefine.providers.cache import clear_response_cache
-
-    clear_response_cache()
+    reset()  # what a kernel remembers (policy lock, hints, spending, cached replies) is process-wide

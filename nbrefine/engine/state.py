@@ -1,13 +1,15 @@
 """What a kernel remembers between cells, in one holder.
 
 Everything nbrefine keeps across the cells of one kernel (process) lives in a :class:`KernelState`:
-what the kernel has spent on repairs, the teaching policy gate (and its lock) and the hints each
-failing cell has had. :func:`current` is this process's; :func:`reset` starts over (tests do; a
-student could too, which is why the teaching lock is no security boundary: see
-:mod:`nbrefine.engine.teaching.policy`). The functions below it are the kernel-wide shortcuts the
-adapters use (``kernel_gate()``, ``apply_policy_line(...)``...).
+what the kernel has spent on repairs, the replies already paid for (the response cache), the
+teaching policy gate (and its lock) and the hints each failing cell has had. :func:`current` is
+this process's; :func:`reset` starts over (tests do; a student could too, which is why the
+teaching lock is no security boundary: see :mod:`nbrefine.engine.teaching.policy`). The
+functions below it are the kernel-wide shortcuts the adapters use (``kernel_gate()``,
+``cached(provider)``, ``apply_policy_line(...)``...).
 
-May import: the standard library and the engine's cost and teaching modules.
+May import: the standard library, :mod:`nbrefine.providers` and the engine's cost and teaching
+modules.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..providers.base import Provider
+from ..providers.cache import CachingProvider, ResponseStore
 from .cost import Usage
 from .teaching.hints import HintLedger
 from .teaching.policy import PolicyGate, TeachingPolicy
@@ -25,6 +29,7 @@ __all__ = [
     "KernelState",
     "add_to_kernel",
     "apply_policy_line",
+    "cached",
     "current",
     "install_notebook_policy",
     "kernel_gate",
@@ -36,9 +41,11 @@ __all__ = [
 
 @dataclass(eq=False)
 class KernelState:
-    """The state of one kernel: its spending, its teaching policy and the hints given so far."""
+    """The state of one kernel: its spending, its response cache, its teaching policy and the
+    hints given so far."""
 
     usage: Usage = field(default_factory=Usage)  # everything spent on repairs so far
+    responses: ResponseStore = field(default_factory=ResponseStore)  # replies already paid for
     gate: PolicyGate = field(default_factory=PolicyGate)  # the teaching policy and its lock
     ledger: HintLedger = field(default_factory=HintLedger)  # the hints per failing cell
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -58,7 +65,7 @@ def current() -> KernelState:
 
 
 def reset() -> KernelState:
-    """Start over with a fresh state: no spending, the default policy unlocked, no hints."""
+    """Start over with a fresh state: nothing spent or cached, the default policy unlocked, no hints."""
     global _current
     _current = KernelState()
     return _current
@@ -71,6 +78,11 @@ def kernel_usage() -> Usage:
 
 def add_to_kernel(usage: Usage) -> None:
     _current.spend(usage)
+
+
+def cached(inner: Provider) -> CachingProvider:
+    """``inner`` behind this kernel's response cache (the same failing cell again costs nothing)."""
+    return CachingProvider(inner, _current.responses)
 
 
 def kernel_gate() -> PolicyGate:

@@ -14,7 +14,9 @@ runner and again in a fork of the live state, and trial-runs the fix from the li
 they differ (see :meth:`nbrefine.session.RefineSession.accept`).
 
 This is a tripwire for the forms a model writes, not a proof: code that runs in its own trial
-process can in principle lie about its result (the README says what else holds). No IPython import.
+process can in principle lie about its result (the README says what else holds).
+
+May import: the standard library and :mod:`nbrefine.sandbox`.
 """
 
 from __future__ import annotations
