@@ -23,8 +23,8 @@ from ._errors import (
 
 if TYPE_CHECKING:
     from ._config import Refine
+    from .engine import RefineSession, last_session
     from .providers import register_provider
-    from .session import RefineSession, last_session
 
 __version__ = "0.1.0"
 
@@ -52,8 +52,8 @@ __all__ = [
 # for traitlets, IPython or the whole engine when they do not need them.
 _LAZY = {
     "Refine": "._config",
-    "RefineSession": ".session",
-    "last_session": ".session",
+    "RefineSession": ".engine",
+    "last_session": ".engine",
     "register_provider": ".providers",
 }
 

@@ -19,10 +19,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._errors import SandboxError
-from .engine import TeachingPolicy, kernel_gate
+from .engine import RefineSession, TeachingPolicy, kernel_gate, last_session
 from .grounding.redaction import Redactor
 from .sandbox import Snapshot
-from .session import RefineSession, last_session
 
 if TYPE_CHECKING:
     from .magics import RefineMagics

@@ -279,7 +279,7 @@ def _kernel_disarm() -> None:
 
 def _kernel_session(request_id: str) -> dict[str, Any] | None:
     """In the kernel: the session of the case run by ``request_id`` (see ``Kernel.session``)."""
-    from .session import session_for_request
+    from .engine import session_for_request
 
     s = session_for_request(request_id)
     if s is None:

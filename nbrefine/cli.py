@@ -84,8 +84,8 @@ _SESSION_JSON = """(lambda s: None if s is None else {
 def session_expr(request_id: str) -> str:
     """An expression for the JSON of the session that the ``%%refine`` cell run by the execute
     request ``request_id`` made (null if none). The session is found by the request that ran the
-    cell, never by its source text: see :func:`nbrefine.session.session_for_request`."""
-    find = f"__import__('nbrefine.session', fromlist=['_']).session_for_request({request_id!r})"
+    cell, never by its source text: see :func:`nbrefine.engine.session_for_request`."""
+    find = f"__import__('nbrefine.engine', fromlist=['_']).session_for_request({request_id!r})"
     return f"{_SESSION_JSON}({find})"
 
 
@@ -94,7 +94,7 @@ def session_expr(request_id: str) -> str:
 # verified on the live state stays pending: it is never applied without a person's second choice.
 _ACCEPT_CODE = (
     'try:\n    __import__("nbrefine").last_session().accept()\n'
-    'except __import__("nbrefine.session", fromlist=["_"]).UnverifiedFixError:\n    pass'
+    'except __import__("nbrefine.engine", fromlist=["_"]).UnverifiedFixError:\n    pass'
 )
 _TIMEOUT_ENAME = "CellTimeoutError"
 OFFLINE_HINT = (

@@ -26,7 +26,7 @@ def open_notebook(metadata_json: str, shell: Any) -> str:
     mode ``offer``, unless it is on already). Returns the policy in words.
 
     The metadata is checked before anything is loaded: ``ValueError`` (one line) for a bad one,
-    :class:`~nbrefine.teaching.PolicyLockedError` when it would loosen a policy locked earlier in
+    :class:`~nbrefine.engine.teaching.PolicyLockedError` when it would loosen a policy locked earlier in
     this kernel (the stricter one stays)."""
     from . import load_ipython_extension
     from ._config import Refine

@@ -29,13 +29,19 @@ from .engine import (
     LoopConfig,
     OfflineTutor,
     PolicyLockedError,
+    RefineJob,
+    RefineSession,
     RepairTask,
+    SessionStateError,
     TeachingPolicy,
+    UnverifiedFixError,
     Verifier,
     apply_policy_line,
     kernel_gate,
     kernel_usage,
+    last_session,
     plain_python,
+    plain_summary,
     total,
 )
 from .engine import cached as CachingProvider  # TEMPORARY name: the kernel's response cache
@@ -60,14 +66,6 @@ from .sandbox import (
     call_in_fork,
     fork_unsafe_reason,
     run_checks,
-)
-from .session import (
-    RefineJob,
-    RefineSession,
-    SessionStateError,
-    UnverifiedFixError,
-    last_session,
-    plain_summary,
 )
 
 __all__ = ["RefineMagics", "RefineStop"]

@@ -31,10 +31,11 @@ from IPython.display import display
 from . import __version__
 from ._panel_css import STYLE
 from .capture import Failure
-from .engine import Attempt, TeachingResult
-from .session import (
+from .engine import (
+    Attempt,
     RefineSession,
     SessionStateError,
+    TeachingResult,
     UnverifiedFixError,
     attempt_mark,
     attempt_outcome,

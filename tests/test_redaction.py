@@ -1,7 +1,7 @@
 """Redaction of secrets on every path to the model (issue 10, items 4 second layer, 5 and 6).
 
 Unit tests of :class:`nbrefine.grounding.redaction.Redactor` and of the prompt as built by
-:func:`nbrefine.prompt.build_request`; the end-to-end version, in a real kernel against the
+:func:`nbrefine.engine.prompt.build_request`; the end-to-end version, in a real kernel against the
 fake Anthropic API, is tests/test_adversarial_secrets.py.
 """
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from nbrefine.engine import (
+    LoopConfig,
     PolicyLockedError,
+    RefineJob,
+    RefineSession,
+    RepairTask,
     TeachingPolicy,
     Usage,
     add_to_kernel,
@@ -15,10 +19,13 @@ from nbrefine.engine import (
     kernel_gate,
     kernel_ledger,
     kernel_usage,
+    last_session,
 )
 from nbrefine.engine.state import reset
+from nbrefine.grounding import Redactor
 from nbrefine.providers.base import ProviderRequest
 from nbrefine.providers.scripted import ScriptedProvider
+from nbrefine.sandbox import LiveForkRunner
 
 
 @pytest.fixture(autouse=True)
@@ -62,3 +69,27 @@ def test_reset_starts_over_even_after_a_lock():
     assert current() is not before
     assert kernel_gate().policy == TeachingPolicy() and kernel_usage() == Usage()
     assert kernel_ledger().used("cell:a") == 0 and len(current().responses) == 0
+
+
+def test_the_latest_session_is_the_kernels_and_an_older_one_is_released():
+    released: list[str] = []
+
+    def session(name: str) -> RefineSession:
+        made = RefineSession(f"{name} = missing")
+        made.job = RefineJob(
+            RepairTask(made.original_code, ()),
+            lambda: ScriptedProvider([]),
+            LiveForkRunner({}, Redactor(environ={})),
+            Redactor(environ={}),
+            LoopConfig(),
+            free=lambda: released.append(name),
+        )
+        made.finish_without_loop("unfixed", "")
+        return made
+
+    first = session("first")
+    assert last_session() is first and current().session is first
+    second = session("second")
+    assert last_session() is second and released == ["first"]  # its snapshot is not needed any more
+    reset()
+    assert last_session() is None and released == ["first", "second"]

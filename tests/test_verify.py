@@ -1,4 +1,4 @@
-"""The "verified" gate and the state fingerprints of nbrefine.verify (issue 10, items 7 and 8)."""
+"""The "verified" gate and the state fingerprints of nbrefine.engine.verify (issue 10, items 7 and 8)."""
 
 from __future__ import annotations
 

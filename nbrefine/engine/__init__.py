@@ -6,7 +6,8 @@
 - :mod:`.verify`: what "verified" means (the gate) and the state fingerprints Accept compares;
 - :mod:`.cost`: token usage and cost of replies, attempts and sessions;
 - :mod:`.state`: what a kernel remembers between cells, in one holder (:class:`KernelState`);
-- :mod:`.teaching`: the teaching modes (policy, hint prompt, the no-solution guard, the offline tutor).
+- :mod:`.teaching`: the teaching modes (policy, hint prompt, the no-solution guard, the offline tutor);
+- :mod:`.session`: :class:`RefineSession`, one failing cell's run and the user's decision on it.
 
 Code outside the engine imports from this package (``from nbrefine.engine import refine``);
 the modules of the engine import each other by module, never through this file.
@@ -22,6 +23,20 @@ from __future__ import annotations
 from .cost import PRICES, Usage, price_of, total, usage_of
 from .loop import LoopConfig, normalize_code, refine, verifier_for
 from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
+from .session import (
+    RefineJob,
+    RefineSession,
+    SessionStateError,
+    UnverifiedFixError,
+    attempt_mark,
+    attempt_outcome,
+    count_tries,
+    describe_failure,
+    last_session,
+    plain_summary,
+    provider_failed,
+    session_for_request,
+)
 from .state import (
     KernelState,
     add_to_kernel,
@@ -81,33 +96,45 @@ __all__ = [
     "ParsedReply",
     "PolicyGate",
     "PolicyLockedError",
+    "RefineJob",
+    "RefineSession",
     "RepairTask",
+    "SessionStateError",
     "Status",
     "StopReason",
     "TeachingPolicy",
     "TeachingResult",
     "TrialRunner",
+    "UnverifiedFixError",
     "Usage",
     "Verifier",
     "add_to_kernel",
     "apply_policy_line",
+    "attempt_mark",
+    "attempt_outcome",
     "build_request",
     "cached",
+    "count_tries",
     "current",
+    "describe_failure",
     "drift",
     "fingerprints_of",
     "install_notebook_policy",
     "kernel_gate",
     "kernel_ledger",
     "kernel_usage",
+    "last_session",
     "names_read",
     "normalize_code",
     "notebook_policy_code",
     "parse_reply",
     "plain_python",
+    "plain_summary",
     "policy_from_notebook",
     "price_of",
+    "provider_failed",
     "refine",
+    "session_for_request",
     "teach",
     "total",
     "usage_of",

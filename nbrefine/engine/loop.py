@@ -58,7 +58,7 @@ class LoopConfig:
     candidates: int = 1  # best-of-N: candidates asked for per round (in parallel)
     #: Turns IPython syntax into Python before a candidate is read (the trial runner does the same).
     transform: Callable[[str], str] = _plain
-    #: What "verified" means for this task; None: :class:`nbrefine.verify.Gate` for the task.
+    #: What "verified" means for this task; None: :class:`nbrefine.engine.verify.Gate` for the task.
     verifier: Verifier | None = None
 
 

@@ -1,15 +1,15 @@
 """What a kernel remembers between cells, in one holder.
 
 Everything nbrefine keeps across the cells of one kernel (process) lives in a :class:`KernelState`:
-what the kernel has spent on repairs, the replies already paid for (the response cache), the
-teaching policy gate (and its lock) and the hints each failing cell has had. :func:`current` is
-this process's; :func:`reset` starts over (tests do; a student could too, which is why the
-teaching lock is no security boundary: see :mod:`nbrefine.engine.teaching.policy`). The
-functions below it are the kernel-wide shortcuts the adapters use (``kernel_gate()``,
-``cached(provider)``, ``apply_policy_line(...)``...).
+its latest session (``nbrefine.last_session()``), what it has spent on repairs, the replies
+already paid for (the response cache), the teaching policy gate (and its lock) and the hints each
+failing cell has had. :func:`current` is this process's; :func:`reset` starts over (tests do; a
+student could too, which is why the teaching lock is no security boundary: see
+:mod:`nbrefine.engine.teaching.policy`). The functions below it are the kernel-wide shortcuts the
+adapters use (``kernel_gate()``, ``cached(provider)``, ``apply_policy_line(...)``...).
 
 May import: the standard library, :mod:`nbrefine.providers` and the engine's cost and teaching
-modules.
+modules (the session's type only for type checking: the session module imports this one).
 """
 
 from __future__ import annotations
@@ -17,13 +17,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..providers.base import Provider
 from ..providers.cache import CachingProvider, ResponseStore
 from .cost import Usage
 from .teaching.hints import HintLedger
 from .teaching.policy import PolicyGate, TeachingPolicy
+
+if TYPE_CHECKING:
+    from .session import RefineSession
 
 __all__ = [
     "KernelState",
@@ -41,9 +44,10 @@ __all__ = [
 
 @dataclass(eq=False)
 class KernelState:
-    """The state of one kernel: its spending, its response cache, its teaching policy and the
-    hints given so far."""
+    """The state of one kernel: its latest session, its spending, its response cache, its
+    teaching policy and the hints given so far."""
 
+    session: RefineSession | None = None  # the latest; an older one is released when it goes
     usage: Usage = field(default_factory=Usage)  # everything spent on repairs so far
     responses: ResponseStore = field(default_factory=ResponseStore)  # replies already paid for
     gate: PolicyGate = field(default_factory=PolicyGate)  # the teaching policy and its lock
@@ -65,9 +69,12 @@ def current() -> KernelState:
 
 
 def reset() -> KernelState:
-    """Start over with a fresh state: nothing spent or cached, the default policy unlocked, no hints."""
+    """Start over with a fresh state: no session, nothing spent or cached, the default policy
+    unlocked, no hints. The latest session is released (its snapshot process ends)."""
     global _current
-    _current = KernelState()
+    old, _current = _current, KernelState()
+    if old.session is not None:
+        old.session.release()
     return _current
 
 

@@ -11,7 +11,7 @@ A pass from the snapshot (the state before the cell ran) also says nothing about
 when the failed run, or a later cell, changed in place an object the fix reads. Accept compares
 content fingerprints of the names the fix reads, taken by :func:`fingerprint_spec` in the trial's
 runner and again in a fork of the live state, and trial-runs the fix from the live state when
-they differ (see :meth:`nbrefine.session.RefineSession.accept`).
+they differ (see :meth:`nbrefine.engine.session.RefineSession.accept`).
 
 This is a tripwire for the forms a model writes, not a proof: code that runs in its own trial
 process can in principle lie about its result (the README says what else holds).

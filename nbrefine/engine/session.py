@@ -1,4 +1,13 @@
-"""``RefineSession``: the result of one ``%%refine`` run, and the user's decision on it."""
+"""``RefineSession``: the result of one ``%%refine`` run, and the user's decision on it.
+
+:class:`RefineJob` is what a session needs to run (built by an adapter: the magic, the CLI's
+kernel); :class:`RefineSession` runs the loop or a teaching turn, in this thread or a background
+one, and applies Accept / Reject; its text view is what the terminal and the notebook file show.
+The kernel's latest session is kept by :mod:`.state` (:func:`last_session`).
+
+May import: the standard library, :mod:`nbrefine._errors`, the layers below the engine and the
+engine's other modules.
+"""
 
 from __future__ import annotations
 
@@ -10,38 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._errors import NbrefineError, ProviderError
-from .capture import Failure
-from .context import Redactor
-from .engine import (
-    Attempt,
-    EventCallback,
-    HintLedger,
-    LoopConfig,
-    LoopResult,
-    RepairTask,
-    Status,
-    TeachingPolicy,
-    TeachingResult,
-    TrialRunner,
-    Usage,
-    add_to_kernel,
-    drift,
-    fingerprints_of,
-    kernel_ledger,
-    names_read,
-    plain_python,
-    refine,
-    teach,
-    total,
-    verifier_for,
-)
-from .providers.base import Provider
-from .sandbox import TrialOutcome, TrialSpec
+from .._errors import NbrefineError, ProviderError
+from ..grounding.capture import Failure
+from ..grounding.redaction import Redactor
+from ..providers.base import Provider
+from ..sandbox import TrialOutcome, TrialSpec
+from .cost import Usage, total
+from .loop import LoopConfig, refine, verifier_for
+from .prompt import RepairTask
+from .state import add_to_kernel, current, kernel_ledger
+from .teaching import HintLedger, TeachingPolicy, TeachingResult, teach
+from .types import Attempt, EventCallback, LoopResult, Status, TrialRunner
+from .verify import drift, fingerprints_of, names_read, plain_python
 
 __all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
-
-_LAST: list[RefineSession] = []
 
 
 class SessionStateError(NbrefineError, ValueError):
@@ -56,7 +47,7 @@ class UnverifiedFixError(SessionStateError):
 
 def last_session() -> RefineSession | None:
     """The most recent session in this kernel, or ``None``."""
-    return _LAST[-1] if _LAST else None
+    return current().session
 
 
 def session_for_request(request_id: str) -> RefineSession | None:
@@ -69,10 +60,10 @@ def session_for_request(request_id: str) -> RefineSession | None:
 
 
 def _remember(session: RefineSession) -> None:
-    for old in _LAST:
-        if old is not session:
-            old.release()  # an older session's snapshot process is not needed any more
-    _LAST[:] = [session]
+    state = current()
+    if state.session is not None and state.session is not session:
+        state.session.release()  # an older session's snapshot process is not needed any more
+    state.session = session
 
 
 @dataclass
@@ -334,7 +325,7 @@ class RefineSession:
 
     @property
     def verified(self) -> bool:
-        """The fix passed its trial without changing the checks (see :mod:`nbrefine.verify`)."""
+        """The fix passed its trial without changing the checks (see :mod:`nbrefine.engine.verify`)."""
         return self.status == "fixed"
 
     @property
