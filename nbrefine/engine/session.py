@@ -47,7 +47,8 @@ class UnverifiedFixError(SessionStateError):
 
 def last_session() -> RefineSession | None:
     """The most recent session in this kernel, or ``None``."""
-    return current().session
+    session = current().session
+    return session if isinstance(session, RefineSession) else None
 
 
 def session_for_request(request_id: str) -> RefineSession | None:

@@ -9,7 +9,7 @@ student could too, which is why the teaching lock is no security boundary: see
 adapters use (``kernel_gate()``, ``cached(provider)``, ``apply_policy_line(...)``...).
 
 May import: the standard library, :mod:`nbrefine.providers` and the engine's cost and teaching
-modules (the session's type only for type checking: the session module imports this one).
+modules (not the session module: it imports this one; a session is held as a :class:`Releasable`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..providers.base import Provider
 from ..providers.cache import CachingProvider, ResponseStore
@@ -25,11 +25,9 @@ from .cost import Usage
 from .teaching.hints import HintLedger
 from .teaching.policy import PolicyGate, TeachingPolicy
 
-if TYPE_CHECKING:
-    from .session import RefineSession
-
 __all__ = [
     "KernelState",
+    "Releasable",
     "add_to_kernel",
     "apply_policy_line",
     "cached",
@@ -42,12 +40,18 @@ __all__ = [
 ]
 
 
+class Releasable(Protocol):
+    """What the state needs of a session: to free its snapshot process when it is not needed."""
+
+    def release(self) -> None: ...
+
+
 @dataclass(eq=False)
 class KernelState:
     """The state of one kernel: its latest session, its spending, its response cache, its
     teaching policy and the hints given so far."""
 
-    session: RefineSession | None = None  # the latest; an older one is released when it goes
+    session: Releasable | None = None  # the latest RefineSession; an older one is released when it goes
     usage: Usage = field(default_factory=Usage)  # everything spent on repairs so far
     responses: ResponseStore = field(default_factory=ResponseStore)  # replies already paid for
     gate: PolicyGate = field(default_factory=PolicyGate)  # the teaching policy and its lock
