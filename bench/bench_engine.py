@@ -183,7 +183,7 @@ def _bench_report():
 def _bench_breakdown(cell, reps=5):
     """Replays, step by step, what %%refine does between the failed run and the first request."""
     try:
-        from nbrefine import magics as _m
+        from nbrefine.ipython import magics as _m
         from nbrefine.grounding.capture import capture_failure
         from nbrefine.grounding import Redactor, summarize_names
         from nbrefine.engine import RepairTask, build_request

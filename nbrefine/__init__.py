@@ -22,8 +22,8 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
-    from ._config import Refine
     from .engine import RefineSession, last_session
+    from .engine.config import Refine
     from .providers import register_provider
 
 __version__ = "0.1.0"
@@ -51,7 +51,7 @@ __all__ = [
 # Imported on first use: the spawn worker and the CLI import this package and should not pay
 # for traitlets, IPython or the whole engine when they do not need them.
 _LAZY = {
-    "Refine": "._config",
+    "Refine": ".engine.config",
     "RefineSession": ".engine",
     "last_session": ".engine",
     "register_provider": ".providers",
@@ -74,8 +74,8 @@ _LOADED: dict[int, tuple[Any, Any]] = {}
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nbrefine``: register the magics and the ``Refine`` configurable."""
-    from ._config import Refine
-    from .magics import RefineMagics  # IPython adapters load only when the extension does
+    from .engine.config import Refine
+    from .ipython.magics import RefineMagics  # IPython adapters load only when the extension does
 
     if id(ipython) in _LOADED:
         return

@@ -225,7 +225,7 @@ def frontend_line(meta: object) -> str:
     import json
 
     text = json.dumps(json.dumps(meta))  # a JSON string literal is a Python one (what the extension sends)
-    return f'__import__("nbrefine.frontend", fromlist=["_"]).open_notebook({text}, get_ipython())'
+    return f'__import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook({text}, get_ipython())'
 
 
 def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_runs(shell, capsys):

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbrefine.context import Redactor
+from nbrefine.grounding import Redactor
 from nbrefine.sandbox import (
     SandboxOptions,
     SpawnRunner,

@@ -14,9 +14,15 @@ import pytest
 import nbrefine
 from nbrefine._errors import ProviderAuthError
 from nbrefine.engine import price_of
+from nbrefine.ipython.panel import (
+    ReviewPanel,
+    _cell_source_with_fix,
+    diff_html,
+    markdown_html,
+    side_by_side_html,
+)
 from nbrefine.providers.anthropic import DEFAULT_MODEL
 from nbrefine.providers.scripted import ScriptedProvider
-from nbrefine.widget import ReviewPanel, _cell_source_with_fix, diff_html, markdown_html, side_by_side_html
 
 
 def text_of(markup: str) -> str:
@@ -241,7 +247,7 @@ def test_diff_renderers_use_theme_classes_and_words():
 
 
 def test_stylesheet_takes_every_colour_from_the_theme():
-    from nbrefine._panel_css import STYLE
+    from nbrefine.ipython._panel_css import STYLE
 
     for light_only in ("#dafbe1", "#ffebe9", "#0550ae"):
         assert light_only not in STYLE
@@ -336,7 +342,7 @@ def test_a_fix_that_fails_on_the_live_state_is_applied_only_anyway(shell):
 
 
 def test_a_proposal_that_changes_the_checks_is_labelled_and_applied_only_anyway(shell):
-    from nbrefine.widget import _provenance
+    from nbrefine.ipython.panel import _provenance
 
     shell.run_cell("values = [1, 2, 3]")
     session = session_for(
@@ -390,8 +396,8 @@ class FakeFrontend:
 
 def notebook_session(shell, monkeypatch, answer):
     """A failing %%refine cell as a notebook runs it: the cell id and request id known."""
-    from nbrefine import widget
-    from nbrefine.writeback import WriteResult
+    from nbrefine.ipython import panel as widget
+    from nbrefine.ipython.writeback import WriteResult
 
     shell.run_cell("counter = 1")
     session = failing_session(
@@ -407,7 +413,7 @@ def notebook_session(shell, monkeypatch, answer):
 
 
 def test_accept_lets_the_extension_run_the_cell_after_undoing_the_failed_runs_rebinds(shell, monkeypatch):
-    from nbrefine.writeback import WriteResult
+    from nbrefine.ipython.writeback import WriteResult
 
     session, frontend = notebook_session(shell, monkeypatch, WriteResult(True, runs=True))
     assert shell.user_ns["counter"] == 2  # the failed run got that far
@@ -432,7 +438,7 @@ def test_accept_lets_the_extension_run_the_cell_after_undoing_the_failed_runs_re
 
 
 def test_accept_runs_the_fix_here_when_no_extension_runs_the_cell(shell, monkeypatch):
-    from nbrefine.writeback import WriteResult
+    from nbrefine.ipython.writeback import WriteResult
 
     session, frontend = notebook_session(
         shell, monkeypatch, WriteResult(False, "no extension", via_extension=False)

@@ -21,7 +21,7 @@
  * kernel is idle, the extension executes one line in that kernel, silently (no output, no
  * execution count, no history), and again after each restart or kernel change:
  *
- *   __import__("nbrefine.frontend", fromlist=["_"]).open_notebook('<the object as JSON>', get_ipython())
+ *   __import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook('<the object as JSON>', get_ipython())
  *
  * An execute request, not a comm: nothing of nbrefine is loaded in a fresh kernel to receive
  * one, and the comm protocol above stays as it was.
@@ -185,7 +185,7 @@ export function answer(
  */
 export function policyCode(policy: JSONValue): string {
   const text = JSON.stringify(JSON.stringify(policy));
-  return `__import__("nbrefine.frontend", fromlist=["_"]).open_notebook(${text}, get_ipython())`;
+  return `__import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook(${text}, get_ipython())`;
 }
 
 /** Apply the notebook's metadata policy in the kernel, silently; say in the console how it went. */

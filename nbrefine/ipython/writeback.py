@@ -8,6 +8,8 @@ the cell's metadata, answers, and closes the comm. Where no extension is install
 Colab, other frontends) the frontend closes the comm at once: the caller falls back to
 showing the code to copy. ``set_next_input`` is never used: from a button callback it
 overwrites whichever cell runs next.
+
+May import: comm and the standard library.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@ When a notebook whose metadata has an ``nbrefine`` object opens in JupyterLab (o
 again after each kernel restart or change, the extension executes one line in the kernel,
 silently (no output, no execution count, no history)::
 
-    __import__("nbrefine.frontend", fromlist=["_"]).open_notebook('<the object as JSON>', get_ipython())
+    __import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook('<JSON>', get_ipython())
 
 so a student who opens a locked exercise sheet has its policy before running anything, exactly as
 if the setup cell had run (``%load_ext nbrefine`` + ``%refine policy ...`` + ``%refine auto offer``).
 An expression, so it binds no name in the student's namespace.
+
+May import: :func:`nbrefine.load_ipython_extension`, :mod:`nbrefine.engine` and the standard library.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ def open_notebook(metadata_json: str, shell: Any) -> str:
     The metadata is checked before anything is loaded: ``ValueError`` (one line) for a bad one,
     :class:`~nbrefine.engine.teaching.PolicyLockedError` when it would loosen a policy locked earlier in
     this kernel (the stricter one stays)."""
-    from . import load_ipython_extension
-    from ._config import Refine
-    from .engine import TeachingPolicy, install_notebook_policy
+    from .. import load_ipython_extension
+    from ..engine import TeachingPolicy, install_notebook_policy
+    from ..engine.config import Refine
 
     try:
         meta = json.loads(metadata_json)

@@ -11,6 +11,9 @@ panel gives way to one line, :func:`fixed_output`); where no extension does, the
 kernel and the code is shown to copy. A fix that is not verified where it would run (a proposal
 that changes the checks, or a fix that fails from the live state) is labelled so, and only the
 second button, "Apply anyway", runs it. Teaching modes keep every hint shown so far.
+
+May import: ipywidgets, IPython.display, :mod:`nbrefine.engine` and below, :mod:`._panel_css`
+and :mod:`.writeback`.
 """
 
 from __future__ import annotations
@@ -28,10 +31,8 @@ from typing import Any
 import ipywidgets as widgets
 from IPython.display import display
 
-from . import __version__
-from ._panel_css import STYLE
-from .capture import Failure
-from .engine import (
+from .. import __version__
+from ..engine import (
     Attempt,
     RefineSession,
     SessionStateError,
@@ -44,6 +45,8 @@ from .engine import (
     plain_summary,
     provider_failed,
 )
+from ..grounding.capture import Failure
+from ._panel_css import STYLE
 from .writeback import WriteResult, write_cell
 
 __all__ = ["ReviewPanel", "diff_html", "markdown_html", "side_by_side_html"]

@@ -2,7 +2,11 @@
 
 ``%config Refine.max_attempts = 5`` and ``c.Refine.provider = "anthropic"`` in an IPython
 profile both work. ``NBREFINE_PROVIDER`` / ``NBREFINE_MODEL`` set the defaults; explicit
-configuration beats the environment, and per-cell options beat both.
+configuration beats the environment, and per-cell options beat both. It lives in the engine so
+that both adapters read it: the magics (:mod:`nbrefine.ipython`) and the command line
+(:mod:`nbrefine.cli`, which maps its flags onto these traits).
+
+May import: traitlets, the standard library and (lazily) the engine's teaching policy gate.
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ class Refine(Configurable):
     def _teaching(self, proposal: Any) -> Any:
         # The kernel-wide policy gate decides (a locked policy refuses to be loosened); a
         # TraitError makes traitlets keep the old value.
-        from .engine import PolicyLockedError, kernel_gate
+        from . import PolicyLockedError, kernel_gate
 
         name, value = proposal["trait"].name, proposal["value"]
         options: dict[str, Any] = {name: value}

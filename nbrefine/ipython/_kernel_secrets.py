@@ -2,6 +2,8 @@
 connection details and the way to its connection file. IPython-side (it knows ipykernel), used
 by the magics when they build the sandbox options; imports nothing from ipykernel that is not
 already loaded.
+
+May import: the standard library (ipykernel only through ``sys.modules``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ labextension, and it is gone with the panel's output. Two rules reach outside th
 JupyterLab and Notebook 7 only (their output-area classes): the panel is shown first among its
 cell's outputs, and once it offers a fix the error outputs before it fold away until the user
 opens "the full traceback" (the panel itself shows the user's own frames).
+
+May import: nothing (a string constant).
 """
 
 from __future__ import annotations

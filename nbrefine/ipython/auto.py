@@ -11,6 +11,9 @@ Passing cells pay one attribute check (measured by ``bench/bench_auto.py``). Opt
 (``Refine.auto_snapshot``), a snapshot of the state is forked before every cell so trials
 see what the failing cell saw; without it they start from the state the failure left, and
 the prompt says what the failed run had already bound.
+
+May import: IPython (through the shell it is given), :mod:`nbrefine.engine` and below, and
+:mod:`.panel` (lazily) and :mod:`.magics` (for types only).
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._errors import SandboxError
-from .engine import RefineSession, TeachingPolicy, kernel_gate, last_session
-from .grounding.redaction import Redactor
-from .sandbox import Snapshot
+from .._errors import SandboxError
+from ..engine import RefineSession, TeachingPolicy, kernel_gate, last_session
+from ..grounding.redaction import Redactor
+from ..sandbox import Snapshot
 
 if TYPE_CHECKING:
     from .magics import RefineMagics
@@ -160,7 +163,7 @@ class AutoMode:
                 self.repair_last(failure)  # this cell's failure, even if others failed since
 
         button.on_click(clicked)
-        from .widget import offer_box
+        from .panel import offer_box
 
         display(offer_box(button, out))  # type: ignore[no-untyped-call]
 

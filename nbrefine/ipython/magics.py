@@ -1,4 +1,6 @@
-"""IPython adapter: ``%%refine`` and ``%refine``. Glue only; the work is in the core modules."""
+"""IPython adapter: ``%%refine`` and ``%refine``. Glue only; the work is in the engine.
+
+May import: IPython, :mod:`nbrefine.engine` and everything below it, and this package's modules."""
 
 from __future__ import annotations
 
@@ -15,14 +17,9 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from ._argparse import StrictParser
-from ._config import Refine
-from ._errors import NbrefineError, SandboxError
-from ._kernel_secrets import connection_paths, forget_kernel_secrets
-from .auto import AutoMode
-from .capture import Failure, capture_failure, top_level_statements
-from .context import Redactor, summarize_names
-from .engine import (
+from .._argparse import StrictParser
+from .._errors import NbrefineError, SandboxError
+from ..engine import (
     MODES,
     Attempt,
     Gate,
@@ -44,8 +41,11 @@ from .engine import (
     plain_summary,
     total,
 )
-from .engine import cached as CachingProvider  # TEMPORARY name: the kernel's response cache
-from .history import (
+from ..engine import cached as CachingProvider  # TEMPORARY name: the kernel's response cache
+from ..engine.config import Refine
+from ..grounding import Redactor, summarize_names
+from ..grounding.capture import Failure, capture_failure, top_level_statements
+from ..grounding.history import (
     ExecutedCell,
     NotebookCell,
     analyse,
@@ -54,8 +54,8 @@ from .history import (
     notebook_cells,
     notebook_path,
 )
-from .providers import Provider, ProviderSettings, make_provider, resolve_provider_name
-from .sandbox import (
+from ..providers import Provider, ProviderSettings, make_provider, resolve_provider_name
+from ..sandbox import (
     LiveForkRunner,
     SandboxOptions,
     Snapshot,
@@ -67,6 +67,8 @@ from .sandbox import (
     fork_unsafe_reason,
     run_checks,
 )
+from ._kernel_secrets import connection_paths, forget_kernel_secrets
+from .auto import AutoMode
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -424,7 +426,7 @@ class RefineMagics(Magics):
         if not self._panel_wanted():
             return None
         try:
-            from .widget import ReviewPanel
+            from .panel import ReviewPanel
         except ImportError:
             return None
         return ReviewPanel(session)

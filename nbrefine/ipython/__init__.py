@@ -1,0 +1,14 @@
+"""The IPython side of nbrefine: the only package that imports IPython, ipywidgets or comm.
+
+- :mod:`.magics`: ``%%refine`` and the ``%refine`` line commands (:mod:`.options` declares their
+  options once);
+- :mod:`.auto`: automatic mode (a repair offered when any cell fails);
+- :mod:`.panel`: the review panel (ipywidgets), styled by :mod:`._panel_css`;
+- :mod:`.writeback`: Accept writes the fix into the notebook cell over a comm;
+- :mod:`.frontend`: what the JupyterLab extension runs in the kernel when a notebook opens;
+- :mod:`._kernel_secrets`: the kernel's connection secrets, hidden from trials.
+
+May import: IPython, ipywidgets, comm, :mod:`nbrefine.engine` and everything below it; never
+:mod:`nbrefine.cli`, :mod:`nbrefine.batch` or :mod:`nbrefine.reports`. Nothing is imported here:
+``%load_ext nbrefine`` loads :mod:`.magics` (see ``nbrefine.load_ipython_extension``).
+"""
