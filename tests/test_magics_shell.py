@@ -333,3 +333,58 @@ def test_a_cell_that_ipython_cannot_transform_is_verified_too(shell, scripted):
     session = nbrefine.last_session()
     assert session.failure.error_type == "IndentationError"
     assert session.status == "fixed" and session.verified
+
+
+def _declared_options(shell) -> list[str]:
+    parser = shell.find_cell_magic("refine").__self__.magics["cell"]["refine"].parser
+    return [option for action in parser._actions for option in action.option_strings]
+
+
+def test_every_option_of_the_parser_is_in_the_help_and_in_the_question_mark(shell, capsys):
+    options = _declared_options(shell)
+    assert {"--mode", "--max-hints", "--candidates", "--no-cache", "--allow-writes", "-t", "--test"} <= set(
+        options
+    )
+    shell.run_line_magic("refine", "help")
+    help_text = capsys.readouterr().out
+    shell.run_cell("%%refine?\n")
+    question_mark = capsys.readouterr().out
+    for text in (help_text, question_mark):
+        missing = [option for option in options if option not in text]
+        assert missing == [], missing
+        assert "%%refine [--mode" in text
+
+
+def test_every_line_command_is_in_the_help_and_routed(shell, capsys):
+    from nbrefine.ipython.options import LINE_COMMANDS
+
+    shell.run_line_magic("refine", "help")
+    help_text = capsys.readouterr().out
+    words = [usage.split(" ", 1)[0] for usage, _ in LINE_COMMANDS]
+    assert {"accept", "reject", "status", "fix", "hint", "auto", "policy", "help"} <= set(words)
+    for usage, what in LINE_COMMANDS:
+        assert f"%refine {usage}" in help_text and what in help_text
+    for word in words:  # each one the help names is a command (it may refuse for other reasons)
+        try:
+            shell.run_line_magic("refine", word)
+        except UsageError as err:
+            assert "unknown command" not in str(err), word
+    with pytest.raises(UsageError, match=r"unknown command 'bogus'; use accept, reject, status, fix, hint"):
+        shell.run_line_magic("refine", "bogus")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("--max-att 2", "%%refine: unrecognized arguments: --max-att 2"),  # no abbreviations
+        ("--mod gpt", "%%refine: unrecognized arguments: --mod gpt"),
+        ("--mode nope", "%%refine: argument --mode: invalid choice: 'nope'"),
+        ("--candidates 9", "%%refine: --candidates must be between 1 and 8"),
+        ("--timeout 'unclosed", "%%refine: cannot parse the options"),
+    ],
+)
+def test_option_mistakes_are_one_line_usage_errors(shell, scripted, options, message):
+    with pytest.raises(UsageError) as caught:
+        refine(shell, "x = 1", options)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    assert "x" not in shell.user_ns  # the cell did not run

@@ -7,20 +7,17 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .._argparse import StrictParser
 from .._errors import NbrefineError, SandboxError
 from ..engine import (
-    MODES,
     Attempt,
     Gate,
     LoopConfig,
@@ -30,7 +27,6 @@ from ..engine import (
     RefineSession,
     RepairTask,
     SessionStateError,
-    TeachingPolicy,
     UnverifiedFixError,
     Verifier,
     apply_policy_line,
@@ -61,7 +57,6 @@ from ..sandbox import (
     Snapshot,
     SpawnRunner,
     TrialOutcome,
-    TrialPolicy,
     TrialSpec,
     call_in_fork,
     fork_unsafe_reason,
@@ -69,6 +64,7 @@ from ..sandbox import (
 )
 from ._kernel_secrets import connection_paths, forget_kernel_secrets
 from .auto import AutoMode
+from .options import LINE_COMMANDS, CellRun, help_text, refine_arguments, resolve
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -83,44 +79,6 @@ class RefineStop(NbrefineError, RuntimeError):
 
     def _render_traceback_(self) -> list[str]:
         return [str(self)]
-
-
-class _Parser(StrictParser):
-    def error(self, message: str) -> Any:
-        raise UsageError(f"%%refine: {message}")
-
-
-def _cell_parser() -> _Parser:
-    parser = _Parser(prog="%%refine", add_help=False, allow_abbrev=False)
-    parser.add_argument("--mode", choices=MODES)
-    parser.add_argument("--max-hints", type=int, dest="max_hints")
-    parser.add_argument("--max-attempts", type=int, dest="max_attempts")
-    parser.add_argument("--provider")
-    parser.add_argument("--model")
-    parser.add_argument("--timeout", type=float)
-    parser.add_argument("-t", "--test", action="append", default=[], dest="checks")
-    parser.add_argument("--no-snapshot", action="store_true", dest="no_snapshot")
-    parser.add_argument("--no-cache", action="store_true", dest="no_cache")
-    parser.add_argument("--candidates", type=int)
-    for opt_in in ("network", "subprocess", "writes"):
-        parser.add_argument(f"--allow-{opt_in}", action="store_true", dest=f"allow_{opt_in}")
-    return parser
-
-
-@dataclass(frozen=True)
-class _Run:
-    """The settings of one %%refine run after config, environment and options are merged."""
-
-    provider: str
-    model: str
-    max_attempts: int
-    timeout: float
-    checks: tuple[str, ...]
-    snapshot: bool
-    policy: TrialPolicy
-    teaching: TeachingPolicy
-    cache: bool = True
-    candidates: int = 1
 
 
 def _names_used(code: str) -> list[str]:
@@ -202,12 +160,11 @@ class RefineMagics(Magics):
         return plain_python(code, self.ip.transform_cell)
 
     @line_cell_magic
+    @refine_arguments
     def refine(self, line: str, cell: str | None = None) -> None:
-        """Run the cell; if it raises, propose a fix verified in a sandbox.
-
-        Options: --max-attempts N, --provider NAME, --model NAME, --timeout SECONDS,
-        -t/--test "assert ..." (repeatable), --no-snapshot.
-        Line form: %refine accept | reject | status."""
+        """Run the cell; if it raises, propose a fix that passed a trial run in a sandbox (a fork of
+        the kernel state as it was before the cell ran), and offer Accept / Reject. Options given
+        here beat ``%config Refine....`` settings for this cell."""
         if cell is None:
             self._line_command(line.strip())
             return
@@ -217,53 +174,16 @@ class RefineMagics(Magics):
 
     # ------------------------------------------------------------------ options
 
-    def _resolve(self, line: str) -> _Run:
-        try:
-            words = shlex.split(line)
-        except ValueError as err:
-            raise UsageError(f"%%refine: cannot parse the options: {err}") from None
-        opts = _cell_parser().parse_args(words)
-        conf = self.settings
-        run = _Run(
-            provider=opts.provider or conf.provider,
-            model=opts.model if opts.model is not None else conf.model,
-            max_attempts=opts.max_attempts if opts.max_attempts is not None else conf.max_attempts,
-            timeout=opts.timeout if opts.timeout is not None else conf.timeout,
-            checks=tuple(opts.checks),
-            snapshot=conf.snapshot and not opts.no_snapshot,
-            teaching=self._teaching_policy(opts.mode, opts.max_hints),
-            cache=conf.response_cache and not opts.no_cache,
-            candidates=opts.candidates if opts.candidates is not None else conf.candidates,
-            policy=TrialPolicy(
-                memory_mb=conf.memory_limit_mb,
-                allow_network=conf.allow_network or opts.allow_network,
-                allow_subprocess=conf.allow_subprocess or opts.allow_subprocess,
-                allow_writes=conf.allow_writes or opts.allow_writes,
-            ),
-        )
-        if not 1 <= run.candidates <= 8:
-            raise UsageError("%%refine: --candidates must be between 1 and 8")
-        if run.max_attempts < 1:
-            raise UsageError("%%refine: --max-attempts must be at least 1")
-        if not run.timeout > 0:
-            raise UsageError("%%refine: --timeout must be a positive number of seconds")
-        for check in run.checks:
-            try:
-                compile(check, "<check>", "exec")
-            except SyntaxError as err:
-                raise UsageError(f"%%refine: the check {check!r} is not valid Python: {err.msg}") from None
-        return run
+    def _resolve(self, line: str) -> CellRun:
+        return resolve(self._declared(), self.settings, line)
 
-    @staticmethod
-    def _teaching_policy(mode: str | None, max_hints: int | None) -> TeachingPolicy:
-        try:
-            return kernel_gate().effective(mode, max_hints)
-        except (PolicyLockedError, ValueError) as err:
-            raise UsageError(str(err)) from None
+    def _declared(self) -> Any:
+        """The magic as IPython registered it: its parser and its help come from one declaration."""
+        return self.magics["cell"]["refine"]
 
     # ------------------------------------------------------------------ the cell
 
-    def _run_cell(self, run: _Run, cell: str) -> None:
+    def _run_cell(self, run: CellRun, cell: str) -> None:
         shell = self.ip
         session = RefineSession(cell, provider=run.provider, model=run.model)
         session.timings["max_attempts"] = run.max_attempts
@@ -402,7 +322,7 @@ class RefineMagics(Magics):
         source = (header.get("content") or {}).get("code")
         return (cell_id if isinstance(cell_id, str) else None), (source if isinstance(source, str) else None)
 
-    def _start(self, session: RefineSession, run: _Run, failed_at: float) -> None:
+    def _start(self, session: RefineSession, run: CellRun, failed_at: float) -> None:
         """Run the loop: in the background under a live panel in a notebook, else right here."""
         if not self._panel_wanted():  # a panel names the error itself, once
             print(f"nbrefine: {session.failures[0].one_line()}")
@@ -432,7 +352,7 @@ class RefineMagics(Magics):
         return ReviewPanel(session)
 
     def _take_snapshot(
-        self, namespace: dict[str, Any], redactor: Redactor, run: _Run, session: RefineSession
+        self, namespace: dict[str, Any], redactor: Redactor, run: CellRun, session: RefineSession
     ) -> tuple[Snapshot | None, list[str]]:
         if self._spawn_reason() is not None:
             return None, []  # spawn trials get copies of the pre-cell bindings instead
@@ -500,7 +420,7 @@ class RefineMagics(Magics):
         self,
         session: RefineSession,
         error: BaseException | None,
-        run: _Run,
+        run: CellRun,
         cell: str,
         failures: list[Failure],
         before: dict[str, Any],
@@ -598,7 +518,7 @@ class RefineMagics(Magics):
         )
 
     def _cross_cell_verifier(
-        self, target: str, cell: str, failures: list[Failure], defines: str, run: _Run
+        self, target: str, cell: str, failures: list[Failure], defines: str, run: CellRun
     ) -> Verifier:
         """A candidate that defines the failing function is checked against its own cell and must
         run every check (the failing cell first); any other one against the failing cell."""
@@ -739,7 +659,7 @@ class RefineMagics(Magics):
 
         return check
 
-    def _provider_settings(self, run: _Run) -> ProviderSettings:
+    def _provider_settings(self, run: CellRun) -> ProviderSettings:
         return ProviderSettings(
             model=run.model,
             request_timeout=self.settings.request_timeout,
@@ -787,10 +707,7 @@ class RefineMagics(Magics):
     def _line_command(self, command: str) -> None:
         session = last_session()
         if command in ("", "help"):
-            print(
-                "usage: %refine accept | reject | status | fix | auto offer|on|off"
-                "   (and %%refine [options] on a cell)"
-            )
+            print(help_text(self._declared()))
             return
         if command.startswith("auto"):
             self._auto_command(command[4:].strip())
@@ -816,10 +733,8 @@ class RefineMagics(Magics):
             return
         verb, _, option = command.partition(" ")
         if command not in ("accept", "reject", "status") and (verb, option.strip()) != ("accept", "--anyway"):
-            raise UsageError(
-                f"%refine: unknown command {command!r}; use accept [--anyway], reject, status, fix, hint, "
-                "auto or policy"
-            )
+            known = ", ".join(usage.split(" ", 1)[0] for usage, _ in LINE_COMMANDS)
+            raise UsageError(f"%refine: unknown command {command!r}; use {known} (%refine help says more)")
         if session is None:
             raise UsageError("%refine: no %%refine session in this kernel yet")
         if command == "status":
@@ -910,7 +825,7 @@ def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
 class _Progress:
     """Prints one line per step while the loop runs here, and records timings on the session."""
 
-    def __init__(self, session: RefineSession, run: _Run, failed_at: float) -> None:
+    def __init__(self, session: RefineSession, run: CellRun, failed_at: float) -> None:
         self.session, self.run = session, run
         self.failed_at = failed_at
         self.started = failed_at
