@@ -34,7 +34,6 @@ from ..engine import (
     kernel_usage,
     last_session,
     plain_python,
-    plain_summary,
     total,
 )
 from ..engine import cached as CachingProvider  # TEMPORARY name: the kernel's response cache
@@ -65,6 +64,7 @@ from ..sandbox import (
 from ._kernel_secrets import connection_paths, forget_kernel_secrets
 from .auto import AutoMode
 from .options import LINE_COMMANDS, CellRun, help_text, refine_arguments, resolve
+from .progress import Progress, say_accepted, stop_message
 
 __all__ = ["RefineMagics", "RefineStop"]
 
@@ -236,7 +236,7 @@ class RefineMagics(Magics):
             self._start(session, run, failed_at)
         if session.status not in ("running",):
             self._show(session)
-        raise RefineStop(_stop_message(session))
+        raise RefineStop(stop_message(session))
 
     def session_for_failure(
         self,
@@ -286,7 +286,7 @@ class RefineMagics(Magics):
             panel.start()
             return
         print(f"nbrefine: {session.failures[0].one_line()}")
-        session.run(on_event=_Progress(session, self._resolve(""), time.perf_counter()))
+        session.run(on_event=Progress(session, time.perf_counter()))
         if session.job is not None:
             session.job.release()
         print(session.render_text(color=getattr(self.ip, "kernel", None) is None and sys.stdout.isatty()))
@@ -334,7 +334,7 @@ class RefineMagics(Magics):
             panel.display()
             panel.start()
             return
-        session.run(on_event=_Progress(session, run, failed_at))
+        session.run(on_event=Progress(session, failed_at))
         if session.job is not None:
             session.job.release()  # no "Try again" without the panel: free the snapshot now
 
@@ -742,7 +742,7 @@ class RefineMagics(Magics):
             return
         try:
             if verb == "accept":
-                _accept(session, anyway=bool(option))
+                say_accepted(session, anyway=bool(option))
             else:
                 session.reject()
                 print("nbrefine: rejected; the kernel state is as the failed run left it")
@@ -752,18 +752,6 @@ class RefineMagics(Magics):
             ) from None
         except SessionStateError as err:
             raise UsageError(f"%refine {verb}: {err}") from None
-
-
-def _accept(session: RefineSession, *, anyway: bool) -> None:
-    """``%refine accept [--anyway]``: apply the fix and say how that went, in one line."""
-    why = session.unverified_reason or session.accept_refused
-    ok = session.accept(anyway=anyway)
-    head = "accepted" if not anyway else "applied anyway" + (f", not verified ({why})" if why else "")
-    print(
-        f"nbrefine: {head}; the fix ran in the kernel"
-        + ("" if ok else " and raised (see above)")
-        + (f". Before that: {session.live_check}." if session.live_check else "")
-    )
 
 
 def _undo_rebinds(namespace: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
@@ -799,55 +787,6 @@ def _partial_run_note(code: str, statements_done: int) -> str:
     )
 
 
-def _stop_message(session: RefineSession) -> str:
-    """The one line that ends a failed %%refine cell (and stops "Run All" there). It does not
-    repeat the error (the traceback and the panel say it) and stays true while the panel moves
-    on: it points at the panel rather than at a state that is about to change."""
-    stopped = "nbrefine: this cell failed, so Run All stopped here"
-    if session.status == "hint":
-        return f"{stopped}; see the help above (%refine hint asks for more)"
-    if session.status == "running":
-        return f"{stopped}; the repair is in the panel above"
-    if session.status == "fixed":
-        return f"{stopped}; a verified fix is ready above (Accept, or %refine accept)"
-    if session.status == "changes_checks":
-        return f"{stopped}; no verified fix, only a proposal that changes the checks (see above)"
-    if session.status == "error":
-        return f"{stopped}; nbrefine could not get a fix: {session.message}"
-    return f"{stopped}; {session.headline().removeprefix('nbrefine: ')}"
-
-
 def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:
     """Evaluate assert operands that call code in a throwaway fork of the kernel."""
     return call_in_fork(fn, timeout_s=1.0)
-
-
-class _Progress:
-    """Prints one line per step while the loop runs here, and records timings on the session."""
-
-    def __init__(self, session: RefineSession, run: CellRun, failed_at: float) -> None:
-        self.session, self.run = session, run
-        self.failed_at = failed_at
-        self.started = failed_at
-        self.shown = 0  # attempt numbers as the user sees them: provider errors are not attempts
-
-    def __call__(self, kind: str, payload: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        timings = self.session.timings
-        if kind == "request":
-            timings.setdefault("prompt_ready_s", now - self.failed_at)
-            self.started = now
-            offset = len(self.session.attempts) - len(self.session.tries)  # earlier provider errors
-            self.shown = payload["attempt"] - offset
-            model = payload["model"]
-            asking = "trying the offline quick fixes" if model == "quick-fixes" else f"asking {model}"
-            print(f"nbrefine: attempt {self.shown} of {payload['of'] - offset}: {asking} …", flush=True)
-        elif kind == "trial_start":
-            timings.setdefault("reply_s", []).append(now - self.started)
-            self.started = now
-        elif kind == "trial_done":
-            timings.setdefault("trial_s", []).append(now - self.started)
-            timings.setdefault("trial_start_s", []).append(payload["start_latency_s"])
-            summary = plain_summary(str(payload["summary"]), self.session.line_offset)
-            verdict = "passed its trial run" if payload["status"] == "passed" else summary
-            print(f"nbrefine:   attempt {self.shown}: {verdict}", flush=True)
