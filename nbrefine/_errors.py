@@ -3,12 +3,15 @@
 Each one also inherits a built-in, so callers that already catch ``RuntimeError``
 or ``ValueError`` keep working (the same idea as nbclient's
 ``CellTimeoutError(TimeoutError, ...)``). None of them subclasses ``BaseException``
-directly. Messages are one line: they are shown to the user as they are.
+directly, except :class:`Terminated`, which must pass through every ``except Exception``.
+Messages are one line: they are shown to the user as they are.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "BadInputError",
+    "KernelDiedError",
     "NbrefineError",
     "ProviderAuthError",
     "ProviderConfigError",
@@ -19,6 +22,7 @@ __all__ = [
     "ProviderTimeoutError",
     "ProviderUnavailableError",
     "SandboxError",
+    "Terminated",
 ]
 
 
@@ -60,3 +64,16 @@ class ProviderReplyError(ProviderError, ValueError):
 
 class SandboxError(NbrefineError, RuntimeError):
     """The trial sandbox could not be started or talked to."""
+
+
+class BadInputError(NbrefineError, ValueError):
+    """Bad usage or input of a command (a missing file, not a notebook, an unknown kernel, a bad
+    option): one line for the user; ``nbrefine`` exits with status 2."""
+
+
+class KernelDiedError(NbrefineError, RuntimeError):
+    """The kernel a headless run drives died (``str(err)``: its last words on stderr, if any)."""
+
+
+class Terminated(BaseException):
+    """SIGTERM while a command runs: unwinds like Ctrl-C, so kernels are shut down on the way out."""

@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from nbrefine.cli import main
+from nbrefine.cli.main import main
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic

@@ -22,7 +22,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from nbrefine.batch.display import QUIET
 from nbrefine.batch.job import JobSettings, NotebookResult, NotebookTask, repair_one
 from nbrefine.batch.runner import BatchOptions, run_batch
-from nbrefine.cli import choose_provider
+from nbrefine.headless import choose_provider
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,13 +11,20 @@ from typing import Any
 
 import pytest
 
-from nbrefine import benchcmd
-from nbrefine.benchcmd import main
+from nbrefine.cli import bench
+from nbrefine.cli.main import build_parser
+from nbrefine.cli.main import main as nbrefine_main
+from nbrefine.reports import bench as bench_report
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIXBUGS = ROOT / "corpora" / "quixbugs_python.jsonl"
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def main(argv: list[str]) -> int:
+    """``nbrefine bench ARGV``."""
+    return nbrefine_main(["bench", *argv])
 
 
 @pytest.fixture(autouse=True)
@@ -227,7 +234,7 @@ def test_humanevalfix_records_are_detected(tmp_path: Path) -> None:
     }
     path = tmp_path / "he.jsonl"
     path.write_text(json.dumps(record) + "\n")
-    corpus = benchcmd.load_corpus(path, None)
+    corpus = bench.load_corpus(path, None)
     assert corpus.kind == "humanevalfix"
     assert corpus.cases[0].code.rstrip().endswith("check(inc)")
     assert "return x + 2" in corpus.cases[0].code
@@ -238,7 +245,7 @@ def test_add_parser_wires_into_a_subparsers_group() -> None:
 
     parser = argparse.ArgumentParser(prog="nbrefine")
     commands = parser.add_subparsers(dest="command")
-    benchcmd.add_parser(commands)
+    bench.add_parser(commands)
     args = parser.parse_args(["bench", "x.jsonl", "--rounds", "2", "--limit", "5"])
     assert (args.command, args.corpus, args.rounds, args.limit, args.provider) == (
         "bench",
@@ -279,8 +286,8 @@ def test_plot_without_matplotlib_is_one_line(tmp_path: Path, monkeypatch: pytest
     import sys
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
-    summary = benchcmd.summarize([benchcmd.CaseResult("a", "unfixed", "AssertionError")], 2)
-    opts = benchcmd.options(benchcmd.build_parser().parse_args([str(tmp_path / "c.jsonl")]))
-    line = benchcmd.write_plot(summary, opts, tmp_path / "p.png")
+    summary = bench_report.summarize([bench_report.CaseResult("a", "unfixed", "AssertionError")], 2)
+    opts = bench.options(build_parser().parse_args(["bench", str(tmp_path / "c.jsonl")]))
+    line = bench_report.write_plot(summary, opts, tmp_path / "p.png")
     assert "pip install matplotlib" in line and "\n" not in line
     assert not (tmp_path / "p.png").exists()

@@ -23,7 +23,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from nbrefine.cli import main, parse_cells
+from nbrefine.cli.fix import parse_cells
+from nbrefine.cli.main import main
 from nbrefine.providers.anthropic import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +115,9 @@ def test_failing_cell_is_fixed_and_accepted(
     assert meta["model"] == "scripted"
     assert meta["error_type"] == "NameError"
     assert meta["version"]
-    assert meta["fixed_at"].endswith("+00:00")
+    assert meta["accepted_at"].endswith("+00:00")
+    assert meta["verified"] is True
+    assert meta["explanation"] == "Fixed the typo."
     # The outputs are those of the accepted run, not nbrefine's progress lines.
     assert [o.output_type for o in fixed.outputs] == ["stream", "execute_result"]
     assert fixed.outputs[0].text == "computing\n"

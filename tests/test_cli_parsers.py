@@ -18,8 +18,11 @@ from typing import Any
 import pytest
 
 import nbrefine
-from nbrefine import benchcmd, cli, magics
+from nbrefine._errors import BadInputError
+from nbrefine.cli import _argparse as cli_argparse
+from nbrefine.cli import main as cli
 from nbrefine.engine.teaching import policy as teaching
+from nbrefine.ipython import magics
 
 PACKAGE = Path(nbrefine.__file__).resolve().parent
 
@@ -56,11 +59,11 @@ def _parser_classes() -> dict[str, Path]:
 def test_every_parser_class_of_the_package_is_strict() -> None:
     strict = importlib.import_module("nbrefine._argparse").StrictParser
     classes = _parser_classes()
-    assert {"StrictParser", "_Parser", "_PolicyParser"} <= set(classes), classes
+    assert {"StrictParser", "CommandParser", "_PolicyParser"} <= set(classes), classes
     for name in classes:
         if name == "StrictParser":
             continue
-        holders = [m for m in (cli, benchcmd, magics, teaching) if hasattr(m, name)]
+        holders = [m for m in (cli_argparse, magics, teaching) if hasattr(m, name)]
         assert holders, f"{name} ({classes[name]}): add its module to this test"
         for module in holders:
             cls = getattr(module, name)
@@ -92,7 +95,6 @@ def _recorded(monkeypatch: pytest.MonkeyPatch, build: Callable[[], Any]) -> list
 
 BUILDERS: dict[str, Callable[[], Any]] = {
     "nbrefine (fix and bench)": cli.build_parser,
-    "python -m nbrefine.benchcmd": benchcmd.build_parser,
     "%%refine": magics._cell_parser,
     "%refine policy": lambda: teaching.parse_policy_args(["--mode", "hint"]),
 }
@@ -137,5 +139,5 @@ def test_the_cell_and_policy_options_refuse_abbreviations() -> None:
         magics._cell_parser().parse_args(["--max-att", "3"])
     with pytest.raises(ValueError, match="unrecognized arguments"):
         teaching.parse_policy_args(["--mode", "hint", "--max", "3"])
-    with pytest.raises(benchcmd.BenchError, match="unrecognized arguments"):
-        benchcmd.build_parser().parse_args(["corpus.jsonl", "--lim", "2"])
+    with pytest.raises(BadInputError, match="unrecognized arguments"):
+        cli.build_parser().parse_args(["bench", "corpus.jsonl", "--lim", "2"])

@@ -61,7 +61,7 @@ def require_distributed() -> None:
     try:
         import distributed  # noqa: F401
     except ImportError:
-        from ..cli import CliError
+        from .._errors import BadInputError as CliError
 
         raise CliError("--cluster needs dask.distributed: pip install 'nbrefine[dask]'") from None
 
@@ -84,7 +84,7 @@ class DaskExecutor:
     def connect(self) -> Any:
         """Connect to the scheduler (a one-line usage error when it cannot be reached)."""
         if self.client is None:
-            from ..cli import CliError
+            from .._errors import BadInputError as CliError
 
             try:
                 self.client = _dd().Client(self.address, timeout=_CONNECT_TIMEOUT, set_as_default=False)

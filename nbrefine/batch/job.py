@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..cli import FixOptions, ProviderChoice, RunResult
+    from ..headless import FixOptions, ProviderChoice, RunResult
 
 __all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one"]
 
@@ -48,7 +48,7 @@ class JobSettings:
     max_hints: int | None = None
 
     def fix_options(self, notebook: Path) -> FixOptions:
-        from ..cli import FixOptions
+        from ..headless import FixOptions
 
         return FixOptions(
             notebook=notebook,
@@ -101,7 +101,7 @@ class NotebookResult:
 def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
     """Run ``task``'s notebook cell by cell in a new kernel, repairing what fails; the kernel is
     shut down before this returns. Bad input comes back as status "error", never raised."""
-    from ..cli import CliError
+    from .._errors import BadInputError as CliError
 
     started = time.perf_counter()
     result = NotebookResult(task.index, task.path, "error", worker=f"{socket.gethostname()}:{os.getpid()}")
@@ -117,7 +117,9 @@ def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
 
 
 def _run(task: NotebookTask, result: NotebookResult, emit: Emit) -> None:
-    from ..cli import EXIT_FAILING, EXIT_OK, Fixer, _kernel, check_kernel, notebook_text, report_data
+    from ..headless import EXIT_FAILING, EXIT_OK, Fixer, check_kernel, notebook_text
+    from ..headless import open_kernel as _kernel
+    from ..reports.notebook import report_data
 
     path = Path(task.path)
     notebook = _load(task, path)
@@ -153,7 +155,7 @@ def _run(task: NotebookTask, result: NotebookResult, emit: Emit) -> None:
 
 
 def _load(task: NotebookTask, path: Path) -> NotebookNode:
-    from ..cli import parse_notebook, read_notebook
+    from ..headless import parse_notebook, read_notebook
 
     return read_notebook(path) if task.text is None else parse_notebook(task.text, path)
 
@@ -168,7 +170,7 @@ def _add_cell_metadata(report: dict[str, Any], notebook: NotebookNode, run: RunR
 
 def _usage(kernel: Any) -> dict[str, Any] | None:
     """What this notebook's kernel spent on model replies (one kernel per notebook)."""
-    from ..cli import KernelDied
+    from .._errors import KernelDiedError as KernelDied
 
     try:
         value = kernel.value(_USAGE_EXPR, 0)
@@ -191,7 +193,7 @@ def warm_up() -> float:
     import nbclient  # noqa: F401
     import nbformat  # noqa: F401
 
-    from .. import cli, engine  # noqa: F401
+    from .. import engine, headless  # noqa: F401
     from ..providers import offline  # noqa: F401
 
     return time.perf_counter() - started

@@ -34,7 +34,7 @@ PRELOAD = (
     "jupyter_client.kernelspec",
     "nbclient",
     "nbformat",
-    "nbrefine.cli",
+    "nbrefine.headless",
     "nbrefine.engine",
     "nbrefine.providers.offline",
     "nbrefine.batch.pool",

@@ -29,7 +29,7 @@ from .pool import Event, Executor, LocalPool
 from .record import RunRecord, file_digest, settings_key
 
 if TYPE_CHECKING:
-    from ..cli import ProviderChoice
+    from ..headless import ProviderChoice
 
 __all__ = ["REPORT_SUFFIXES", "BatchOptions", "run_batch"]
 
@@ -94,7 +94,7 @@ class BatchRun:
         self.record = RunRecord(opts.record, header, resume=opts.resume)
         self.display = Display(len(self.inputs), opts.verbosity)
         gate_dir = Path(tempfile.mkdtemp(prefix="nbrefine-gate-"))
-        from ..cli import _Terminated
+        from .._errors import Terminated as _Terminated
 
         try:
             self.display.note(f"nbrefine {__version__}: {len(self.inputs)} notebooks, {self._where()}")
@@ -250,7 +250,7 @@ class BatchRun:
         }
 
     def _write_outputs(self, item: BatchInput, result: NotebookResult, entry: dict[str, Any]) -> None:
-        from ..cli import write_atomic
+        from ..reports.files import write_atomic
 
         output = item.output
         if output is None or result.notebook is None or (self.opts.in_place and not result.changed):
@@ -270,7 +270,7 @@ class BatchRun:
         entry["output_sha"] = file_digest(output)
 
     def _write_feedback(self, item: BatchInput, entry: dict[str, Any]) -> None:
-        from ..cli import write_atomic
+        from ..reports.files import write_atomic
 
         target = item.outdir / f"{Path(item.path.name).stem}.feedback.md"
         try:

@@ -25,13 +25,11 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import ipywidgets as widgets
 from IPython.display import display
 
-from .. import __version__
 from ..engine import (
     Attempt,
     RefineSession,
@@ -45,6 +43,7 @@ from ..engine import (
     plain_summary,
     provider_failed,
 )
+from ..engine.provenance import FixProvenance, fix_provenance
 from ..grounding.capture import Failure
 from ._panel_css import STYLE
 from .writeback import WriteResult, write_cell
@@ -806,7 +805,7 @@ class ReviewPanel:
         if run:
             extra["fixed_output"] = fixed_output(session)
         cell_id, expected, new_source = target
-        write_cell(cell_id, expected, new_source, done, metadata=_provenance(session), extra=extra)
+        write_cell(cell_id, expected, new_source, done, metadata=dict(_provenance(session)), extra=extra)
 
     def _offer_copy(self, code: str, reason: str) -> None:
         self.copy_box.value = code
@@ -861,16 +860,17 @@ def _same_code(a: str, b: str) -> bool:
     ]
 
 
-def _provenance(session: RefineSession) -> dict[str, Any]:
-    return {
-        "original_source": session.cell_source,
-        "attempts": len(_tries(session.attempts)),
-        "provider": session.provider,
-        "model": session.model,
-        "accepted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "verified": session.verified and not session.accepted_anyway,
-        "version": __version__,
-    }
+def _provenance(session: RefineSession) -> FixProvenance:
+    """The cell's provenance: the same keys ``nbrefine fix`` writes (engine/provenance.py)."""
+    return fix_provenance(
+        original_source=session.cell_source or "",
+        attempts=len(_tries(session.attempts)),
+        provider=session.provider,
+        model=session.model,
+        verified=session.verified and not session.accepted_anyway,
+        error_type=session.failure.error_type if session.failure is not None else None,
+        explanation=session.explanation,
+    )
 
 
 def _ran(ok: bool) -> str:

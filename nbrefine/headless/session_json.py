@@ -1,0 +1,151 @@
+"""A ``%%refine`` session as JSON: the one view of a session that leaves its kernel.
+
+A headless run (``nbrefine fix``, a batch job, ``nbrefine bench``) reads the session a cell made
+through :class:`~nbrefine.headless.kernel.KernelDriver`, which evaluates
+:func:`session_json_for` in the kernel; :class:`SessionJSON` is the shape both sides agree on.
+:func:`accept` is the headless Accept. The functions run in the kernel (they import the session
+module there, lazily); the host imports only the TypedDicts.
+
+May import: the engine (in the kernel, inside the functions) and the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from ..engine import Attempt, RefineSession, Status, StopReason, TeachingResult
+
+__all__ = ["AttemptJSON", "FailureJSON", "SessionJSON", "TeachingJSON", "accept", "session_json"]
+
+
+class FailureJSON(TypedDict):
+    error_type: str
+    message: str
+    one_line: str
+
+
+class AttemptJSON(TypedDict):
+    number: int
+    ok: bool  # a verified fix
+    error_type: str | None  # of its trial ("NoCode": the reply held no code)
+    error_message: str
+    outcome: str | None  # its trial's status
+    summary: str
+    note: str
+    cycle: bool
+    regression: bool
+    declined: bool  # the provider declined (the offline tier has no fix)
+    provider_error: bool
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    duration_s: float
+
+
+class TeachingJSON(TypedDict):
+    status: str  # "hint", "exhausted", "fix_loop" or "error"
+    mode: str
+    header: str
+    text: str  # the hint or explanation given, or why there is none ("error")
+    hints_used: int
+    hint_cap: int | None
+    withheld: int
+    model: str
+
+
+class SessionJSON(TypedDict):
+    status: Status
+    message: str
+    stop_reason: StopReason | Literal[""]  # "": the loop has not stopped (or never ran)
+    decision: str
+    accept_ok: bool | None
+    accept_refused: str
+    original_code: str
+    fixed_code: str | None
+    explanation: str
+    diff: str
+    model: str
+    failure: FailureJSON | None
+    attempts: list[AttemptJSON]
+    teaching: TeachingJSON | None
+
+
+def session_json(s: RefineSession) -> SessionJSON:
+    """``s`` as plain JSON data."""
+    failure = s.failure
+    return {
+        "status": s.status,
+        "message": s.message,
+        "stop_reason": s.result.stop_reason if s.result is not None else "",
+        "decision": s.decision,
+        "accept_ok": s.accept_ok,
+        "accept_refused": s.accept_refused,
+        "original_code": s.original_code,
+        "fixed_code": s.fixed_code,
+        "explanation": s.explanation,
+        "diff": s.diff(),
+        "model": s.model,
+        "failure": None
+        if failure is None
+        else {"error_type": failure.error_type, "message": failure.message, "one_line": failure.one_line()},
+        "attempts": [_attempt(a) for a in s.attempts],
+        "teaching": None if s.teaching is None else _teaching(s.teaching),
+    }
+
+
+def _attempt(a: Attempt) -> AttemptJSON:
+    reply = a.reply
+    return {
+        "number": a.number,
+        "ok": a.ok,
+        "error_type": a.error_type,
+        "error_message": a.error_message,
+        "outcome": a.outcome.status if a.outcome is not None else None,
+        "summary": a.summary(),
+        "note": a.note,
+        "cycle": a.cycle,
+        "regression": a.regression,
+        "declined": reply is not None and reply.stop_reason == "declined",
+        "provider_error": a.note.startswith("provider error"),
+        "model": reply.model if reply is not None else None,
+        "input_tokens": reply.input_tokens if reply is not None else 0,
+        "output_tokens": reply.output_tokens if reply is not None else 0,
+        "duration_s": a.duration_s,
+    }
+
+
+def _teaching(t: TeachingResult) -> TeachingJSON:
+    return {
+        "status": t.status,
+        "mode": t.mode,
+        "header": t.step.header(),
+        "text": t.text if t.status != "error" else t.message,
+        "hints_used": t.hints_used,
+        "hint_cap": t.hint_cap,
+        "withheld": t.withheld,
+        "model": t.model,
+    }
+
+
+def session_json_for(request_id: str) -> SessionJSON | None:
+    """In the kernel: the JSON of the session that the ``%%refine`` cell run by the execute request
+    ``request_id`` made (None if none). Found by the request, never by the cell's source text."""
+    from ..engine import session_for_request
+
+    s = session_for_request(request_id)
+    return None if s is None else session_json(s)
+
+
+def accept(request_id: str) -> None:
+    """In the kernel: accept the fix of the session made by ``request_id``, as ``%refine accept``
+    does, printing nothing of its own. A fix that is not verified on the live state stays
+    pending: it is never applied without a person's second choice."""
+    from ..engine import UnverifiedFixError, session_for_request
+
+    s = session_for_request(request_id)
+    if s is None:
+        return
+    with contextlib.suppress(UnverifiedFixError):
+        s.accept()
