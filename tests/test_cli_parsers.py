@@ -95,7 +95,6 @@ def _recorded(monkeypatch: pytest.MonkeyPatch, build: Callable[[], Any]) -> list
 
 BUILDERS: dict[str, Callable[[], Any]] = {
     "nbrefine (fix and bench)": cli.build_parser,
-    "%%refine": magics._cell_parser,
     "%refine policy": lambda: teaching.parse_policy_args(["--mode", "hint"]),
 }
 
@@ -105,6 +104,11 @@ def test_every_parser_built_refuses_abbreviations(what: str, monkeypatch: pytest
     made = _recorded(monkeypatch, BUILDERS[what])
     assert made
     assert [p.prog for p in made if p.allow_abbrev] == []
+
+
+def test_the_cell_magics_parser_refuses_abbreviations() -> None:
+    """IPython builds the %%refine parser when the magic is defined; it is made strict then."""
+    assert magics.RefineMagics.refine.parser.allow_abbrev is False
 
 
 FIX = ["fix", "nb.ipynb"]
@@ -136,7 +140,7 @@ def test_the_cell_and_policy_options_refuse_abbreviations() -> None:
     from IPython.core.error import UsageError
 
     with pytest.raises(UsageError, match="unrecognized arguments"):
-        magics._cell_parser().parse_args(["--max-att", "3"])
+        magics.RefineMagics.refine.parser.parse_args(["--max-att", "3"])
     with pytest.raises(ValueError, match="unrecognized arguments"):
         teaching.parse_policy_args(["--mode", "hint", "--max", "3"])
     with pytest.raises(BadInputError, match="unrecognized arguments"):
