@@ -273,13 +273,11 @@ class Bench:
         """Run ``code`` under %%refine; the result (status "no_failure" when it passes)."""
         started = time.perf_counter()
         self._prepare(kernel, reset)
-        kernel.client.timeout = self.opts.case_timeout
         try:
-            run = kernel.run(f"{self.refine_line}\n{code}", 0, store_history=False)
+            with kernel.cell_timeout(self.opts.case_timeout):
+                run = kernel.run(f"{self.refine_line}\n{code}", 0, store_history=False)
         except KernelDiedError as err:
             raise BadInputError(f"the kernel died while case {name} ran: {err}") from None
-        finally:
-            kernel.client.timeout = 60
         result = CaseResult(name, "unfixed")
         if run.timed_out:
             result.status = "timeout"

@@ -91,6 +91,16 @@ class KernelDriver:
         pid = getattr(provisioner, "pid", None)
         return int(pid) if isinstance(pid, int) else 0
 
+    @contextlib.contextmanager
+    def cell_timeout(self, seconds: int) -> Iterator[None]:
+        """Within the block, a cell may run ``seconds`` before it is interrupted."""
+        before = self.client.timeout
+        self.client.timeout = seconds
+        try:
+            yield
+        finally:
+            self.client.timeout = before
+
     def run(self, source: str, index: int, *, store_history: bool, count: int | None = None) -> Execution:
         """Run ``source`` as if it were the notebook's cell ``index`` (that cell is left as it was)."""
         from nbclient.exceptions import DeadKernelError
