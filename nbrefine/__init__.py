@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .engine.config import Refine
     from .providers import register_provider
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "NbrefineError",

@@ -13,6 +13,8 @@ __all__ = [
     "BadInputError",
     "KernelDiedError",
     "NbrefineError",
+    "PolicyLockedError",
+    "PolicyRefusal",
     "ProviderAuthError",
     "ProviderConfigError",
     "ProviderError",
@@ -21,8 +23,11 @@ __all__ = [
     "ProviderReplyError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "RefineStop",
     "SandboxError",
+    "SessionStateError",
     "Terminated",
+    "UnverifiedFixError",
 ]
 
 
@@ -77,3 +82,37 @@ class KernelDiedError(NbrefineError, RuntimeError):
 
 class Terminated(BaseException):
     """SIGTERM while a command runs: unwinds like Ctrl-C, so kernels are shut down on the way out."""
+
+
+class PolicyRefusal(NbrefineError, PermissionError):
+    """A candidate tried something the trial sandbox does not allow.
+
+    Raised inside model-written code, so it is first of all a ``PermissionError``: what the OS
+    would raise, and what the candidate's own ``except PermissionError`` sees."""
+
+    def __init__(self, action: str, hint: str) -> None:
+        super().__init__(f"refused by the trial sandbox: {action} ({hint})")
+        self.action = action
+
+
+class PolicyLockedError(NbrefineError, PermissionError):
+    """A request would loosen a locked teaching policy. ``str(err)`` is one kind line."""
+
+
+class SessionStateError(NbrefineError, ValueError):
+    """The session cannot do what was asked in its current state (e.g. accept with no fix)."""
+
+
+class UnverifiedFixError(SessionStateError):
+    """Accept was asked for a fix that is not verified where it would run: a proposal that
+    changes the checks, or a fix that fails from the live state. ``accept(anyway=True)`` is the
+    explicit second choice that applies it all the same."""
+
+
+class RefineStop(NbrefineError, RuntimeError):
+    """Raised at the end of a ``%%refine`` cell that failed, so that "Run All" stops there.
+
+    ``_render_traceback_`` makes IPython print our one line instead of a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]

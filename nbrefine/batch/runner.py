@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .._version import __version__
 from ..reports.classroom import ClassTotals, feedback_markdown, is_teaching
 from ..reports.summary import Totals, write_json, write_junit, write_markdown
 from .display import NORMAL, Display

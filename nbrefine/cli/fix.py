@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
 from .._errors import BadInputError
+from .._version import __version__
 from ..headless import (
     EXIT_FAILING,
     EXIT_OK,

@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from .. import __version__
 from .._errors import BadInputError, Terminated
+from .._version import __version__
 from ..headless import EXIT_INTERRUPTED, EXIT_USAGE
 from . import bench, fix
 from ._argparse import CommandParser

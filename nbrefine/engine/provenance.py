@@ -43,7 +43,7 @@ def fix_provenance(
     explanation: str,
 ) -> FixProvenance:
     """The provenance of a fix accepted now."""
-    from .. import __version__
+    from .._version import __version__
 
     return {
         "original_source": original_source,

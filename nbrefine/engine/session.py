@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._errors import NbrefineError, ProviderError
+from .._errors import ProviderError, SessionStateError, UnverifiedFixError
 from ..grounding.capture import Failure
 from ..grounding.redaction import Redactor
 from ..providers.base import Provider
@@ -33,16 +33,6 @@ from .types import Attempt, EventCallback, LoopResult, Status, TrialRunner
 from .verify import drift, fingerprints_of, names_read, plain_python
 
 __all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
-
-
-class SessionStateError(NbrefineError, ValueError):
-    """The session cannot do what was asked in its current state (e.g. accept with no fix)."""
-
-
-class UnverifiedFixError(SessionStateError):
-    """Accept was asked for a fix that is not verified where it would run: a proposal that
-    changes the checks, or a fix that fails from the live state. ``accept(anyway=True)`` is the
-    explicit second choice that applies it all the same."""
 
 
 def last_session() -> RefineSession | None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
 from .._errors import BadInputError, KernelDiedError
+from .._version import __version__
 from ..grounding.text import clip
 from .kernel import TIMEOUT_ENAME, Execution, KernelDriver, kernel_call
 from .notebook import coalesce, first_line, nbf, until_first_error

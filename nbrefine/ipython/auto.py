@@ -19,15 +19,40 @@ May import: IPython (through the shell it is given), :mod:`nbrefine.engine` and 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .._errors import SandboxError
+from .._errors import RefineStop, SandboxError
 from ..engine import RefineSession, TeachingPolicy, kernel_gate, last_session
 from ..grounding.redaction import Redactor
 from ..sandbox import Snapshot
 
 if TYPE_CHECKING:
-    from .magics import RefineMagics
+    from ..sandbox import SandboxOptions
+
+
+class RefineMagics(Protocol):
+    """What automatic mode needs of the magics (a Protocol: auto.py does not import magics.py,
+    which imports it)."""
+
+    ip: Any
+    settings: Any
+    running: bool
+
+    def session_for_failure(
+        self,
+        raw_cell: str,
+        cell_id: str | None,
+        error: BaseException,
+        *,
+        snapshot: Snapshot | None = None,
+        before: dict[str, Any] | None = None,
+        failing_count: int | None = None,
+    ) -> RefineSession: ...
+
+    def start_session(self, session: RefineSession) -> None: ...
+
+    def _sandbox_options(self) -> SandboxOptions: ...
+
 
 __all__ = ["AutoMode"]
 
@@ -108,7 +133,7 @@ class AutoMode:
             return  # the nested run of a %%refine cell, or an interrupt
         info = result.info
         raw_cell = getattr(info, "raw_cell", "") or ""
-        if raw_cell.lstrip().startswith(("%%refine", "%refine")) or type(error).__name__ == "RefineStop":
+        if raw_cell.lstrip().startswith(("%%refine", "%refine")) or isinstance(error, RefineStop):
             return
         cell_id = getattr(info, "cell_id", None)
         self.last_failure = (raw_cell, cell_id, error, getattr(result, "execution_count", None))

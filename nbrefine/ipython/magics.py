@@ -16,7 +16,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .._errors import NbrefineError, SandboxError
+from .._errors import RefineStop, SandboxError
 from ..engine import (
     Attempt,
     Gate,
@@ -70,15 +70,6 @@ __all__ = ["RefineMagics", "RefineStop"]
 
 _INTERNAL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 _MISSING = object()
-
-
-class RefineStop(NbrefineError, RuntimeError):
-    """Raised at the end of a ``%%refine`` cell that failed, so that "Run All" stops there.
-
-    ``_render_traceback_`` makes IPython print our one line instead of a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [str(self)]
 
 
 def _names_used(code: str) -> list[str]:

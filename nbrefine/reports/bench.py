@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import __version__
+from .._version import __version__
 from ..headless.session_json import AttemptJSON
 
 __all__ = ["BenchSetup", "CaseResult", "report_json", "report_text", "summarize", "write_plot"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..grounding.text import clip
 from ..headless.fixer import CellResult, FixOptions, ProviderChoice, RunResult
 from ..headless.notebook import first_line

@@ -21,13 +21,13 @@ panel and the CLI adapt this package).
 
 from __future__ import annotations
 
+from ..._errors import PolicyLockedError
 from .guard import WITHHELD_BLOCK, WITHHELD_INLINE, GuardedReply, SnippetCheck, guard_reply
 from .hints import HintLedger, TeachingStep, hints_counter, next_step
 from .policy import (
     MODES,
     TEACHING_MODES,
     PolicyGate,
-    PolicyLockedError,
     TeachingPolicy,
     notebook_policy_code,
     parse_policy_args,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from ..._argparse import StrictParser
-from ..._errors import NbrefineError
+from ..._errors import PolicyLockedError
 
 MODES: tuple[str, ...] = ("fix", "hint", "explain", "graduated")
 TEACHING_MODES: tuple[str, ...] = ("hint", "explain", "graduated")
@@ -229,10 +229,6 @@ def notebook_policy_code(metadata: Mapping[str, Any]) -> str | None:
         "__import__('nbrefine.engine', fromlist=['_']).install_notebook_policy("
         f"__import__('json').loads({text!r}))"
     )
-
-
-class PolicyLockedError(NbrefineError, PermissionError):
-    """A request would loosen a locked teaching policy. ``str(err)`` is one kind line."""
 
 
 def _locked_message(current: TeachingPolicy, what: str) -> str:

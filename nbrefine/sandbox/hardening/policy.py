@@ -5,18 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..._errors import PolicyRefusal
+
 __all__ = ["PolicyRefusal", "TrialPolicy"]
-
-
-class PolicyRefusal(PermissionError):
-    """A candidate tried something the trial sandbox does not allow.
-
-    A plain ``PermissionError`` subclass (not one of nbrefine's own errors): it is raised
-    inside model-written code, so it must look like what the OS would raise."""
-
-    def __init__(self, action: str, hint: str) -> None:
-        super().__init__(f"refused by the trial sandbox: {action} ({hint})")
-        self.action = action
 
 
 @dataclass(frozen=True)
