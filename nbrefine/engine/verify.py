@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..grounding.text import clip
 from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec, names_to_ship
 
 __all__ = [
@@ -133,8 +134,7 @@ def _parse(code: str) -> ast.Module | None:
 
 
 def _clip(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(" ".join(text.split()), limit)
 
 
 # ----------------------------------------------------------- every assert of the cell is kept

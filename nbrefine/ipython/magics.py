@@ -49,6 +49,8 @@ from ..grounding.history import (
     notebook_cells,
     notebook_path,
 )
+from ..grounding.ipython_names import is_ipython_name
+from ..grounding.scope import global_names
 from ..providers import Provider, ProviderSettings, make_provider, resolve_provider_name
 from ..sandbox import (
     LiveForkRunner,
@@ -68,23 +70,11 @@ from .progress import Progress, say_accepted, stop_message
 
 __all__ = ["RefineMagics", "RefineStop"]
 
-_INTERNAL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 _MISSING = object()
 
 
-def _names_used(code: str) -> list[str]:
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return []
-    nodes = sorted(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Name)), key=lambda n: (n.lineno, n.col_offset)
-    )
-    return list(dict.fromkeys(n.id for n in nodes))
-
-
 def _is_user_name(name: str) -> bool:
-    return not name.startswith("_") and name not in _INTERNAL_NAMES
+    return not name.startswith("_") and not is_ipython_name(name)
 
 
 def _defines(code: str, name: str) -> bool:
@@ -421,7 +411,7 @@ class RefineMagics(Magics):
         notes: list[str],
         failing_count: int | None = None,
     ) -> RefineJob:
-        names = [n for n in _names_used(self._python(cell)) if _is_user_name(n)]
+        names = [n for n in global_names(self._python(cell)) if _is_user_name(n)]
         rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
         if rebound and snapshot is not None:
             notes.append(

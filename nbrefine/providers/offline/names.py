@@ -18,6 +18,7 @@ import sys
 import types
 from collections.abc import Sequence
 
+from ...grounding.ipython_names import is_ipython_name
 from ...grounding.scope import bound_names
 from .importable import _UNSAFE_STDLIB, _importable
 from .lookups import _names_of
@@ -26,9 +27,6 @@ from .scopes import _SCOPES, _assigned_plainly, _function_locals, _name_nodes
 from .source import Fix, _NoFix, _Source
 from .spelling import _close_matches, _distance
 from .state import _State
-
-_IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
-
 
 #: Well-known names -> the import line that defines them (the first import name must exist).
 KNOWN_IMPORTS: dict[str, tuple[str, str]] = {
@@ -264,7 +262,7 @@ def _name_pool(state: _State, tree: ast.Module, wrong: str) -> list[str]:
     names = [
         name
         for name in state.namespace
-        if isinstance(name, str) and (private or not name.startswith("_")) and name not in _IPYTHON_NAMES
+        if isinstance(name, str) and (private or not name.startswith("_")) and not is_ipython_name(name)
     ]
     names += sorted(bound_names(tree))
     if state.lineno is not None:
