@@ -27,7 +27,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from nbrefine.batch.gate import GateLimits, open_gate  # noqa: E402
-from nbrefine.cli import main  # noqa: E402
+from nbrefine.cli.main import main  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic  # noqa: E402

@@ -22,6 +22,7 @@ class Display:
         self.task: Any = None
         self.total = total
         self.running = 0
+        self.batches = ""  # where the --batch rounds stand (on the bar only)
         if verbosity > QUIET and self.console.is_terminal:
             self._start_bar()
 
@@ -49,7 +50,13 @@ class Display:
         self.task = self.progress.add_task(self._description(), total=self.total)
 
     def _description(self) -> str:
-        return f"fixing notebooks ({max(0, self.running)} running)"
+        batches = f" · {self.batches}" if self.batches else ""
+        return f"fixing notebooks ({max(0, self.running)} running){batches}"
+
+    def status(self, text: str) -> None:
+        """Where the --batch rounds stand, on the bar (a CI log gets only their lines)."""
+        self.batches = text
+        self._refresh()
 
     def note(self, text: str) -> None:
         """A line for every run but a quiet one (the provider, a resumed batch, ...)."""

@@ -311,10 +311,15 @@ def _cost(reply: ProviderReply) -> tuple[int, float | None]:
 
 def install(spec: str) -> None:
     """Put every model provider of this process's registry behind the gate of ``spec`` (run in a
-    batch job's kernel by ``nbrefine fix``; the offline tier is local and free: not gated)."""
-    from .. import providers as registry
+    batch job's kernel by ``nbrefine fix``; the offline tier is local and free: not gated).
 
-    gate = open_gate(spec)
+    A spec that goes on with ``" spool:FOLDER:JOB"`` (``--batch``) makes the Anthropic provider a
+    :class:`~.spool.SpooledProvider`: its requests go into that job's spool, for a batch."""
+    from .. import providers as registry
+    from .spool import SEPARATOR
+
+    gate_spec, _, spool = spec.partition(SEPARATOR)
+    gate = open_gate(gate_spec)
     for name in registry.available_providers():
         if name in _UNGATED:
             continue
@@ -322,11 +327,18 @@ def install(spec: str) -> None:
         factory = registry._FACTORIES.get(name) or registry._discovered().get(name)
         if factory is None or getattr(factory, "_nbrefine_gated", False):
             continue
-        registry.register_provider(name, _gated_factory(factory, gate))
+        spooled = spool if name == "anthropic" else ""
+        registry.register_provider(name, _gated_factory(factory, gate, spooled))
 
 
-def _gated_factory(factory: Callable[[Any], Provider], gate: RequestGate) -> Callable[[Any], Provider]:
+def _gated_factory(
+    factory: Callable[[Any], Provider], gate: RequestGate, spool: str = ""
+) -> Callable[[Any], Provider]:
     def make(settings: Any) -> Provider:
+        if spool:
+            from .spool import SpooledProvider
+
+            return SpooledProvider(settings.model, gate, spool, settings.max_retries)
         inner = factory(dataclasses.replace(settings, max_retries=0))
         return GatedProvider(inner, gate, settings.max_retries)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,7 +53,9 @@ class RunRecord:
         self.path = path
         self.run_id = uuid.uuid4().hex[:12]
         self.key = str(header["settings_key"])
+        self.batches_before: list[dict[str, Any]] = []  # --batch: the batches earlier runs sent
         self.earlier: dict[str, Done] = self._read_done() if resume else {}
+        self._lock = threading.Lock()  # --batch records its batches from a thread of its own
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = path.open("a" if resume else "w", encoding="utf-8")
         if resume and _torn(path):
@@ -75,6 +78,10 @@ class RunRecord:
     def add(self, entry: dict[str, Any]) -> None:
         self._write({"kind": "notebook", "run": self.run_id, "settings_key": self.key, **entry})
 
+    def add_batch(self, entry: dict[str, Any]) -> None:
+        """A Message Batch this run sent (``--batch``): its id and its requests' digests."""
+        self._write({"kind": "batch", "run": self.run_id, "settings_key": self.key, **entry})
+
     def entries(self) -> Iterator[dict[str, Any]]:
         """This run's notebook entries, read back from the file one at a time."""
         self._fh.flush()
@@ -90,9 +97,10 @@ class RunRecord:
     # ---------------------------------------------------------------- internals
 
     def _write(self, data: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())  # the record must survive the machine, not just the process
+        with self._lock:
+            self._fh.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())  # the record must survive the machine, not just the process
 
     def _read_done(self) -> dict[str, Done]:
         done: dict[str, Done] = {}
@@ -102,6 +110,8 @@ class RunRecord:
             offset = 0
             for raw in fh:
                 entry = _parse(raw.decode("utf-8", "replace"))
+                if entry and entry.get("kind") == "batch" and entry.get("settings_key") == self.key:
+                    self.batches_before.append(entry)
                 if (
                     entry
                     and entry.get("kind") == "notebook"

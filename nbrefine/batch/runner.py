@@ -27,9 +27,11 @@ from .inputs import BatchInput, expand, nbgrader_place
 from .job import JobSettings, NotebookResult, NotebookTask
 from .pool import Event, Executor, LocalPool
 from .record import RunRecord, file_digest, settings_key
+from .spool import spool_spec
 
 if TYPE_CHECKING:
     from ..headless import ProviderChoice
+    from .rounds import BatchRounds
 
 __all__ = ["REPORT_SUFFIXES", "BatchOptions", "run_batch"]
 
@@ -53,6 +55,7 @@ class BatchOptions:
     verbosity: int = NORMAL
     limits: GateLimits = field(default_factory=GateLimits)
     cluster: str | None = None  # a dask.distributed scheduler's address (--cluster): run there
+    batch: bool = False  # --batch: each round's model requests as one Message Batch (rounds.py)
 
     def key_settings(self) -> dict[str, Any]:
         """What decides a notebook's outcome and outputs (``--resume`` skips only on a match)."""
@@ -80,6 +83,7 @@ class BatchRun:
         self.interrupted = False
         self.started = time.time()
         self.workers: list[float] = []  # when each worker was ready, seconds into the batch
+        self.rounds: BatchRounds | None = None  # --batch
 
     def run(self) -> int:
         opts = self.opts
@@ -101,12 +105,15 @@ class BatchRun:
             self.display.note(opts.choice.describe())
             todo = self._take_earlier()
             self.gate = self._create_gate(gate_dir)
+            if opts.batch:
+                self.rounds = self._start_rounds(gate_dir / "spool")
             self._run(todo)
         except (KeyboardInterrupt, _Terminated):
             self.interrupted = True
             with _no_interrupts():
                 self.display.note("nbrefine: interrupted: stopping every job and its kernel …")
                 self.executor.cancel()
+                self._stop_rounds()
                 self._record_not_run()
         except BaseException:
             with _no_interrupts():
@@ -114,6 +121,7 @@ class BatchRun:
             raise
         finally:
             with _no_interrupts():
+                self._stop_rounds()
                 self.display.close()
                 self._finish()
                 self._close()
@@ -134,6 +142,23 @@ class BatchRun:
             gate: RequestGate = create(self.opts.limits, self._spent_before())
             return gate
         return FileGate.create(folder, self.opts.limits, self._spent_before())
+
+    def _start_rounds(self, spool: Path) -> BatchRounds:
+        from .rounds import BatchRounds
+
+        rounds = BatchRounds(
+            spool,
+            client=_batch_client,
+            record=self.record,
+            display=self.display,
+            earlier=self.record.batches_before,
+        )
+        rounds.start()
+        return rounds
+
+    def _stop_rounds(self) -> None:
+        if self.rounds is not None:
+            self.rounds.stop()
 
     def _close(self) -> None:
         for thing in (getattr(self, "gate", None), self.executor):
@@ -193,7 +218,7 @@ class BatchRun:
                 folder=str(item.path.resolve().parent),
                 settings=self.opts.settings,
                 choice=self.opts.choice,
-                gate=self.gate.spec,
+                gate=self.gate.spec + (spool_spec(self.rounds.spool, index) if self.rounds else ""),
                 submitted=time.time(),
             )
 
@@ -210,6 +235,8 @@ class BatchRun:
             self.workers.append(time.time() - self.started)
         elif event.kind == "start":
             self.display.started()
+            if self.rounds is not None:
+                self.rounds.job_started(event.index)
         elif event.kind == "retry" and item is not None:  # its worker died: another one runs it
             self.display.retrying(f"↻ {item.path}: its worker died; running it again on another worker")
         elif event.kind == "line" and item is not None:
@@ -217,6 +244,8 @@ class BatchRun:
 
     def _on_result(self, result: NotebookResult) -> None:
         item = self.pending.pop(result.index, None) or self.inputs[result.index]
+        if self.rounds is not None:
+            self.rounds.job_ended(result.index)
         entry = self._entry(item, result)
         if result.status != "error":
             self._write_outputs(item, result, entry)
@@ -338,6 +367,7 @@ class BatchRun:
             "max_requests": self.opts.limits.max_requests,
             "budget": {"tokens": self.opts.limits.budget_tokens, "usd": self.opts.limits.budget_usd},
             "requests": gate.state().to_json() if gate is not None else None,
+            "batches": self.rounds.summary() if self.rounds is not None else None,
         }
 
 
@@ -357,6 +387,17 @@ def _line(entry: dict[str, Any]) -> str:
         return f"✓ {path}: every cell passes ({what}, {took:.1f} s)"
     stopped = f"; {entry['message']}" if entry.get("message") else ""
     return f"✗ {path}: {s.get('unfixed', 0)} still failing ({what}, {took:.1f} s{stopped})"
+
+
+def _batches_line(batches: list[dict[str, Any]]) -> str:
+    sent = [b for b in batches if not b["earlier_run"]]
+    line = f"Message Batches (--batch): {len(sent)} sent, {sum(b['requests'] for b in sent)} requests"
+    if len(sent) < len(batches):
+        line += f"; results of {len(batches) - len(sent)} sent by an earlier run"
+    waiting = [b["id"] for b in batches if b["status"] == "in_progress"]
+    if waiting:
+        line += f"; still processing at Anthropic (--resume takes them up): {', '.join(waiting)}"
+    return line
 
 
 def _without(message: str, path: Any) -> str:
@@ -382,6 +423,8 @@ def summary_text(
     ]
     if totals.resumed:
         lines.append(f"  {totals.resumed} notebooks were done by an earlier run (--resume)")
+    if meta.get("batches"):
+        lines.append("  " + _batches_line(meta["batches"]))
     if totals.by_error_type:
         width = max(12, *(len(k) for k in totals.by_error_type))
         lines += ["", f"  {'error type':<{width}}  failed  fixed  unfixed  notebooks"]
@@ -408,6 +451,13 @@ def _no_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _batch_client() -> Any:
+    """The SDK client the --batch rounds use (its key and base URL from the environment)."""
+    import anthropic
+
+    return anthropic.Anthropic(max_retries=4, timeout=120.0)
 
 
 def _executor(opts: BatchOptions) -> Executor:

@@ -81,6 +81,11 @@ _TEACHING_NOTE = {
     "mode": "Here a failing cell gets the hint or explanation (in the report and the notebook) "
     "instead of a fix.",
 }
+#: With --batch: the jobs mostly wait for their batch, so more of them run at once (each round's
+#: batch holds the requests of the notebooks running), and a cell may wait for hours.
+BATCH_JOBS = 8
+DEFAULT_CELL_TIMEOUT = 600.0
+BATCH_CELL_TIMEOUT = 25 * 3600.0  # Anthropic ends every batch within 24 hours
 _BATCH_ONLY = ("jobs", "cluster", "record", "fail_on", "max_requests", "budget_tokens", "budget_usd")
 
 
@@ -169,6 +174,13 @@ def _add_batch_options(fix: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="run each notebook as a task on this running dask.distributed scheduler (e.g. "
         "tcp://10.0.0.5:8786; needs nbrefine[dask]); the results come back here and are written here",
+    )
+    batch.add_argument(
+        "--batch",
+        action="store_true",
+        help="send each round's model requests, over all notebooks, as one Anthropic Message Batch "
+        "(half price; a round takes as long as its batch, minutes to hours; --jobs defaults to 8 and "
+        "--cell-timeout to 25 h); --resume takes up the batches an interrupted run sent",
     )
     batch.add_argument(
         "--max-requests",
@@ -347,7 +359,8 @@ def is_batch(args: argparse.Namespace) -> bool:
     reports = args.report or []
     if len(reports) > 1 or any(Path(r).suffix.lower() in (".xml", ".html") for r in reports):
         return True
-    return args.resume or args.quiet or any(getattr(args, name) is not None for name in _BATCH_ONLY)
+    flags = args.resume or args.quiet or args.batch
+    return flags or any(getattr(args, name) is not None for name in _BATCH_ONLY)
 
 
 def default_jobs() -> int:
@@ -363,6 +376,8 @@ def batch_options(args: argparse.Namespace) -> BatchOptions:
     from ..batch.display import NORMAL, QUIET, VERBOSE
     from ..batch.runner import REPORT_SUFFIXES, BatchOptions
 
+    if args.batch and args.cell_timeout == DEFAULT_CELL_TIMEOUT:
+        args.cell_timeout = BATCH_CELL_TIMEOUT  # a cell waits for its batch
     settings = _settings(args)
     output_dir = _output_dir(args)
     reports = tuple(Path(r) for r in args.report or [])
@@ -377,15 +392,18 @@ def batch_options(args: argparse.Namespace) -> BatchOptions:
     check_writable(record, "--record")
     if settings.kernel is not None:
         check_kernel(settings.kernel)
-    jobs = default_jobs() if args.jobs is None else args.jobs
+    jobs = (BATCH_JOBS if args.batch else default_jobs()) if args.jobs is None else args.jobs
     if jobs < 1:
         raise BadInputError("--jobs must be at least 1")
+    choice = choose_provider(settings.fix_options(Path(".")))
+    if args.batch:
+        _check_batch(args, choice.name)
     if args.cluster is not None:
         _check_cluster(args)
     return BatchOptions(
         arguments=tuple(args.notebook),
         settings=settings,
-        choice=choose_provider(settings.fix_options(Path("."))),
+        choice=choice,
         output_dir=output_dir,
         in_place=bool(args.in_place),
         dry_run=bool(args.dry_run),
@@ -395,9 +413,26 @@ def batch_options(args: argparse.Namespace) -> BatchOptions:
         reports=reports,
         fail_on=args.fail_on or "unfixed",
         verbosity=QUIET if args.quiet else VERBOSE if args.verbose else NORMAL,
-        limits=_limits(args),
+        limits=_limits(args, jobs),
         cluster=args.cluster,
+        batch=bool(args.batch),
     )
+
+
+def _check_batch(args: argparse.Namespace, provider: str) -> None:
+    if provider != "anthropic":
+        raise BadInputError(
+            f"--batch needs the anthropic provider (Message Batches are Anthropic's), not {provider}: "
+            "set ANTHROPIC_API_KEY, or --provider anthropic"
+        )
+    if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
+        raise BadInputError("--batch needs ANTHROPIC_API_KEY: the batches are sent from here")
+    if args.cluster is not None:
+        raise BadInputError("--batch is not with --cluster (yet): the kernels hand their requests over here")
+    if args.max_requests is not None:
+        raise BadInputError(
+            "--max-requests does not apply with --batch: each round's requests go as one batch"
+        )
 
 
 def _check_cluster(args: argparse.Namespace) -> None:
@@ -432,10 +467,11 @@ def _output_dir(args: argparse.Namespace) -> Path | None:
     return folder
 
 
-def _limits(args: argparse.Namespace) -> GateLimits:
+def _limits(args: argparse.Namespace, jobs: int) -> GateLimits:
     from ..batch.gate import GateLimits
 
-    requests = 4 if args.max_requests is None else args.max_requests
+    # With --batch a request waits for its round's batch: every job may have one or two waiting.
+    requests = (2 * jobs if args.batch else 4) if args.max_requests is None else args.max_requests
     if requests < 1:
         raise BadInputError("--max-requests must be at least 1")
     if args.budget_tokens is not None and args.budget_tokens < 1:
