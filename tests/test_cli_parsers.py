@@ -20,8 +20,9 @@ import pytest
 import nbrefine
 from nbrefine._errors import BadInputError
 from nbrefine.cli import _argparse as cli_argparse
-from nbrefine.cli import main as cli
+from nbrefine.cli.main import build_parser, main
 from nbrefine.engine.teaching import policy as teaching
+from nbrefine.headless import EXIT_USAGE
 from nbrefine.ipython import magics
 
 PACKAGE = Path(nbrefine.__file__).resolve().parent
@@ -94,7 +95,7 @@ def _recorded(monkeypatch: pytest.MonkeyPatch, build: Callable[[], Any]) -> list
 
 
 BUILDERS: dict[str, Callable[[], Any]] = {
-    "nbrefine (fix and bench)": cli.build_parser,
+    "nbrefine (fix and bench)": build_parser,
     "%refine policy": lambda: teaching.parse_policy_args(["--mode", "hint"]),
 }
 
@@ -125,14 +126,14 @@ FIX = ["fix", "nb.ipynb"]
     ],
 )
 def test_the_command_line_refuses_an_abbreviation(argv: list[str], capsys: Any) -> None:
-    assert cli.main(argv) == cli.EXIT_USAGE
+    assert main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "unrecognized arguments" in err
     assert len(err.strip().splitlines()) == 1
 
 
 def test_mode_is_never_read_as_model() -> None:
-    args = cli.build_parser().parse_args([*FIX, "--mode", "hint", "--max-hints", "2"])
+    args = build_parser().parse_args([*FIX, "--mode", "hint", "--max-hints", "2"])
     assert (args.mode, args.max_hints, args.model) == ("hint", 2, None)
 
 
@@ -144,4 +145,4 @@ def test_the_cell_and_policy_options_refuse_abbreviations() -> None:
     with pytest.raises(ValueError, match="unrecognized arguments"):
         teaching.parse_policy_args(["--mode", "hint", "--max", "3"])
     with pytest.raises(BadInputError, match="unrecognized arguments"):
-        cli.build_parser().parse_args(["bench", "corpus.jsonl", "--lim", "2"])
+        build_parser().parse_args(["bench", "corpus.jsonl", "--lim", "2"])

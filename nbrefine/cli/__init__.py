@@ -12,6 +12,14 @@ kernel only through nbclient (:mod:`nbrefine.headless.kernel`).
 
 May import: :mod:`nbrefine.batch`, :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, the engine
 and everything below it, and :mod:`nbrefine.engine.config` (traitlets only); never the IPython side
-(magics, the panel, automatic mode, write-back, frontend, the kernel's secrets). This file imports
-nothing: the kernel imports :mod:`.bench_kernel` through it.
+(magics, the panel, automatic mode, write-back, frontend, the kernel's secrets).
+
+``nbrefine.cli.main`` names the function (``from nbrefine.cli import main`` keeps working); the
+module is ``sys.modules["nbrefine.cli.main"]`` (``from nbrefine.cli.main import build_parser``).
 """
+
+from __future__ import annotations
+
+from .main import main
+
+__all__ = ["main"]
