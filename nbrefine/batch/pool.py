@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -96,6 +97,15 @@ def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str) -
             out.put(job(task, emit))
 
 
+def _give_main_a_spec() -> None:
+    """An IPython shell in this process (a notebook, a test) replaces ``__main__`` with a module
+    object that has no ``__spec__``, which multiprocessing reads when it starts workers: without
+    one, no worker starts (``'__main__' has no attribute '__spec__'``)."""
+    main = sys.modules.get("__main__")
+    if main is not None and not hasattr(main, "__spec__"):
+        main.__spec__ = None
+
+
 class LocalPool:
     """:class:`Executor` over ``jobs`` worker processes on this machine."""
 
@@ -104,6 +114,7 @@ class LocalPool:
         self.job = job
         # Workers fork from a server that imported what every job needs once (nbclient alone
         # takes seconds): cheap to start, and no fork of the client, which has threads.
+        _give_main_a_spec()
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(list(PRELOAD))
         self._tasks: Any = self._ctx.Queue()
