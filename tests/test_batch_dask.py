@@ -116,11 +116,20 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Running: a killed kernel stays a zombie until its worker reaps it, which is dead enough."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _running(pids: list[int], within: float = 10.0) -> list[int]:
+    """Those of ``pids`` still running after ``within`` seconds (a kernel shuts down in its time)."""
+    deadline = time.monotonic() + within
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [p for p in pids if _alive(p)]
 
 
 # --------------------------------------------------------------------------- a folder, on the cluster
@@ -231,10 +240,43 @@ def test_a_worker_killed_mid_notebook_retries_it_once_elsewhere_then_reports_it(
     assert "↻ nbs/once.ipynb: its worker died; running it again on another worker" in err
     assert f"✗ nbs/always.ipynb: {always['message']}" in err
     # The dead workers' kernels went too (ipykernel watches its parent process).
-    deadline = time.monotonic() + 15
-    while any(_alive(k) for _, _, k in killed) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [k for _, _, k in killed if _alive(k)] == []
+    assert _running([k for _, _, k in killed], within=15.0) == []
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+WAIT = "import os, time\nopen('{name}.pid', 'w').write(str(os.getpid()))\ntime.sleep(120)"
+
+
+def test_ctrl_c_kills_the_kernels_on_the_workers_and_writes_the_partial_report(
+    tmp_path: Path, cluster: Cluster
+) -> None:
+    cluster.wait_for_workers()
+    for name in ("s0", "s1", "s2"):
+        notebook(tmp_path / f"nbs/{name}.ipynb", WAIT.format(name=name), "y = 2")
+    command = [sys.executable, "-m", "nbrefine.cli", "fix", "nbs", *OFFLINE, "--cluster", cluster.address,
+               "-o", "out", "--report", "r.json"]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            pids = [int(p.read_text()) for p in (tmp_path / "nbs").glob("s*.pid") if p.read_text()]
+        assert len(pids) == 2, proc.communicate()[1] if proc.poll() is not None else "no kernel started"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert _running(pids, within=5.0) == []  # both workers' kernels were killed
+    assert "Traceback" not in err and "interrupted" in err
+    assert not list((tmp_path / "out").rglob("*.ipynb"))  # nothing half-done
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert {e["outcome"] for e in report["notebooks"]} == {"not_run"} and len(report["notebooks"]) == 3
+    # The workers are free again: the next batch runs at once.
+    assert len(cluster.wait_for_workers(timeout=5)) == 2
 
 
 # --------------------------------------------------------------------------- shared requests
