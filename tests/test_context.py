@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import importlib.util
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,8 +24,6 @@ from nbrefine.grounding import (
     summarize_names,
     summarize_value,
 )
-
-CONTEXT_PY = Path(__file__).resolve().parent.parent / "nbrefine" / "context.py"
 
 TOKEN = "zz-9f8e7d6c5b4a3"
 ANTHROPIC_KEY = "sk-ant-api03-Xq7Lm2Pz9Rt4Kw8Nv1Bc6Hd3Fg5Js0Ya-EuQwErTy12"
@@ -44,30 +40,22 @@ def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
 # --------------------------------------------------------------------------------------
 
 
-def test_module_imports_neither_ipython_nor_numpy_nor_pandas() -> None:
-    # Load the file on its own (not through the package, whose __init__ is not ours).
+def test_grounding_imports_neither_ipython_nor_numpy_nor_pandas() -> None:
+    # The bottom layer loads in a fresh interpreter without pulling in IPython or the data libraries.
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('ctx_alone', {str(CONTEXT_PY)!r})\n"
-        "mod = importlib.util.module_from_spec(spec); sys.modules['ctx_alone'] = mod\n"
-        "spec.loader.exec_module(mod)\n"
-        "print(mod.summarize_value([1, 2]))\n"
+        "import sys\n"
+        "from nbrefine.grounding import summarize_value\n"
+        "print(summarize_value([1, 2]))\n"
         "print(sorted(m for m in ('IPython', 'numpy', 'pandas') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["list (len 2) [1, 2]", "[]"]
 
 
-def test_module_loads_standalone_in_process() -> None:
-    spec = importlib.util.spec_from_file_location("ctx_alone_inproc", CONTEXT_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ctx_alone_inproc"] = module  # dataclasses look the module up while it loads
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules["ctx_alone_inproc"]
-    assert module.summarize_value(np.arange(3)).startswith("ndarray shape=(3,) dtype=int64")
+def test_summaries_of_numpy_values_once_numpy_is_loaded() -> None:
+    from nbrefine.grounding import summarize_value
+
+    assert summarize_value(np.arange(3)).startswith("ndarray shape=(3,) dtype=int64")
 
 
 # --------------------------------------------------------------------------------------
