@@ -372,6 +372,25 @@ def test_the_dask_gate_limits_separate_processes(cluster: Cluster) -> None:
 # --------------------------------------------------------------------------- usage
 
 
+def test_workers_with_another_nbrefine_are_refused_in_one_line(
+    tmp_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from nbrefine.batch import cluster as executor
+
+    cluster.wait_for_workers()
+    notebook(tmp_path / "a.ipynb", "x = 1")
+    monkeypatch.setattr(executor, "__version__", "0.0.0-client")  # the workers report their own
+
+    assert main(["fix", "a.ipynb", *OFFLINE, "--cluster", cluster.address]) == 2
+
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1, err
+    assert f"--cluster {cluster.address}: 2 worker(s) run nbrefine " in lines[0]
+    assert "this is 0.0.0-client: install the same version on every worker" in lines[0]
+    assert not (tmp_path / "nbrefine-run.jsonl").exists()  # nothing started
+
+
 def test_without_dask_the_error_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if the extra were not installed
 

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .._version import __version__
 from .dask_gate import _dd
 from .gate import GateLimits, GateState
 from .job import NotebookResult, NotebookTask, kill_kernel, repair_one, warm_up
@@ -92,7 +93,31 @@ class DaskExecutor:
                 detail = _one_line(err) or type(err).__name__
                 where = f"--cluster {self.address}"
                 raise CliError(f"{where}: cannot reach a Dask scheduler ({detail})") from None
+            self._check_workers()
         return self.client
+
+    def _check_workers(self) -> None:
+        """Every worker there now must run this nbrefine: a task pickled here names its functions
+        by module, and a job's report must mean the same as on this machine."""
+        from .._errors import BadInputError
+
+        try:
+            versions: dict[str, str] = self.client.run(worker_version)
+        except Exception as err:  # a worker without nbrefine cannot even unpickle the call
+            self.close()
+            why = _one_line(err) or type(err).__name__
+            raise BadInputError(
+                f"--cluster {self.address}: a worker cannot run nbrefine ({why}); "
+                "install it there: pip install 'nbrefine[dask]'"
+            ) from None
+        other = {address: v for address, v in versions.items() if v != __version__}
+        if other:
+            self.close()
+            address, version = sorted(other.items())[0]
+            raise BadInputError(
+                f"--cluster {self.address}: {len(other)} worker(s) run nbrefine {version} ({address}), "
+                f"this is {__version__}: install the same version on every worker"
+            )
 
     def describe(self) -> str:
         info = self.connect().scheduler_info(n_workers=-1)
@@ -248,6 +273,11 @@ def _one_line(err: BaseException | None) -> str:
 
 
 # --------------------------------------------------------------------------- on a worker
+
+
+def worker_version() -> str:
+    """Run on every worker when the client connects (:meth:`DaskExecutor.connect`)."""
+    return __version__
 
 
 def run_on_worker(task: NotebookTask, run: str, topic: str) -> NotebookResult:
