@@ -192,9 +192,10 @@ def dask_cluster(work: Path) -> Iterator[str]:
         port = s.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
+    workers = ["--nworkers", "2", "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard"]
     commands = [
         ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-        ["worker", address, "--nworkers", "2", "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard"],
+        ["worker", address, *workers, "--local-directory", str(work)],
     ]
     procs = []
     try:

@@ -58,7 +58,7 @@ class Cluster:
             self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", port], env),
         ]
         options = ["--nworkers", str(workers), "--nthreads", "1", "--host", "127.0.0.1"]
-        options += ["--no-dashboard", "--death-timeout", "60"]
+        options += ["--no-dashboard", "--death-timeout", "60", "--local-directory", str(folder)]
         self.procs.append(self._start("workers", ["worker", self.address, *options], env))
         self.wait_for_workers()
 
