@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import (
     ProviderAuthError,
@@ -32,7 +32,9 @@ from .._errors import (
 )
 from ..providers.anthropic import DEFAULT_MODEL, _messages
 from ..providers.base import ProviderReply, ProviderRequest, TextCallback
-from .gate import RequestGate
+
+if TYPE_CHECKING:  # only an annotation: at run time gate.py imports this module
+    from .gate import RequestGate
 
 __all__ = ["BATCH_PRICE", "SEPARATOR", "SpooledProvider", "read_json", "spool_spec", "write_json"]
 
