@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .gate import GateLimits, GateState, _entered, _left, budget_reason
+from .gate import GateLimits, GateState, _entered, _left, _SharedAccount
 
 __all__ = ["SCHEME", "DaskGate", "open_dask_gate"]
 
@@ -33,7 +33,7 @@ SCHEME = "dask"
 _CONNECT_TIMEOUT = "30s"
 
 
-class DaskGate:
+class DaskGate(_SharedAccount):
     """:class:`~.gate.RequestGate` whose slots, budget and pause live on a Dask scheduler."""
 
     def __init__(self, name: str, address: str, client: Any = None) -> None:
@@ -102,27 +102,6 @@ class DaskGate:
                 self._update(_left)
             with contextlib.suppress(Exception):
                 semaphore.release()
-
-    def over_budget(self) -> str | None:
-        return budget_reason(self.limits, self.state())
-
-    def charge(self, tokens: int, usd: float | None) -> None:
-        def add(state: GateState) -> None:
-            state.tokens += tokens
-            if usd is None:
-                state.unpriced += 1
-            else:
-                state.usd += usd
-
-        self._update(add)
-
-    def back_off(self, seconds: float) -> None:
-        def pause(state: GateState) -> None:
-            state.rate_limited += 1
-            state.paused_s += seconds
-            state.pause_until = max(state.pause_until, time.time() + seconds)
-
-        self._update(pause)
 
     def state(self) -> GateState:
         text = _dd().Variable(f"{self.name}-state", client=self.client).get(timeout=_CONNECT_TIMEOUT)

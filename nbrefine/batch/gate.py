@@ -77,7 +77,8 @@ class GateState:
 class RequestGate(Protocol):
     """The shared limit and budget, as a job's provider sees them."""
 
-    limits: GateLimits
+    @property
+    def limits(self) -> GateLimits: ...
 
     @property
     def spec(self) -> str:
@@ -107,14 +108,54 @@ class RequestGate(Protocol):
 # --------------------------------------------------------------------------- one machine
 
 
-class FileGate:
+class _SharedAccount:
+    """The budget side of a gate, written once over the two things a gate keeps: ``state()`` (the
+    shared counts) and ``_update(change)`` (apply ``change`` to them atomically)."""
+
+    @property
+    def limits(self) -> GateLimits:
+        raise NotImplementedError
+
+    def state(self) -> GateState:
+        raise NotImplementedError
+
+    def _update(self, change: Callable[[GateState], None]) -> None:
+        raise NotImplementedError
+
+    def over_budget(self) -> str | None:
+        return budget_reason(self.limits, self.state())
+
+    def charge(self, tokens: int, usd: float | None) -> None:
+        def add(state: GateState) -> None:
+            state.tokens += tokens
+            if usd is None:
+                state.unpriced += 1
+            else:
+                state.usd += usd
+
+        self._update(add)
+
+    def back_off(self, seconds: float) -> None:
+        def pause(state: GateState) -> None:
+            state.rate_limited += 1
+            state.paused_s += seconds
+            state.pause_until = max(state.pause_until, time.time() + seconds)
+
+        self._update(pause)
+
+
+class FileGate(_SharedAccount):
     """:class:`RequestGate` for the processes of one machine: a folder with ``config.json``, the
     shared ``state.json`` (read and written under ``state.lock``) and one lock file per slot."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         config = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
-        self.limits = GateLimits(**config)
+        self._limits = GateLimits(**config)
+
+    @property
+    def limits(self) -> GateLimits:
+        return self._limits
 
     @classmethod
     def create(cls, folder: str | Path, limits: GateLimits, spent: GateState | None = None) -> FileGate:
@@ -158,27 +199,6 @@ class FileGate:
                     continue
                 return fd
             time.sleep(_POLL_S)
-
-    def over_budget(self) -> str | None:
-        return budget_reason(self.limits, self.state())
-
-    def charge(self, tokens: int, usd: float | None) -> None:
-        def add(state: GateState) -> None:
-            state.tokens += tokens
-            if usd is None:
-                state.unpriced += 1
-            else:
-                state.usd += usd
-
-        self._update(add)
-
-    def back_off(self, seconds: float) -> None:
-        def pause(state: GateState) -> None:
-            state.rate_limited += 1
-            state.paused_s += seconds
-            state.pause_until = max(state.pause_until, time.time() + seconds)
-
-        self._update(pause)
 
     def state(self) -> GateState:
         with self._locked():
