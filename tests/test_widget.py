@@ -449,3 +449,46 @@ def test_accept_runs_the_fix_here_when_no_extension_runs_the_cell(shell, monkeyp
     assert shell.user_ns["counter"] == 2 and shell.user_ns["value"] == 42  # once: undone, then the fix ran
     assert session.accept_ok is True
     assert shown(panel.copy_box) and "no extension" in text_of(panel.status.value)
+
+
+class RecordingComm:
+    """Stands in for the frontend's end of a comm (comm.create_comm): records the open message."""
+
+    def __init__(self, target_name, data):
+        self.target_name, self.data = target_name, data
+
+    def on_msg(self, callback):
+        self.reply = lambda data: callback({"content": {"data": data}})
+
+    def on_close(self, callback):
+        self.close = lambda: callback({})
+
+
+def test_write_cell_speaks_the_extensions_protocol(monkeypatch):
+    """The request's fields in the order labextension/src/index.ts documents them, and the answer
+    read from the reply to this request only, once."""
+    import json
+
+    import comm
+
+    from nbrefine.ipython.writeback import WriteResult, write_cell
+
+    comms: list[RecordingComm] = []
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: comms.append(RecordingComm(**kw)) or comms[-1])
+    answers: list[WriteResult] = []
+    extra = {"execute_request": "msg-1", "run": True, "fixed_output": {"output_type": "display_data"}}
+    write_cell("cell-1", "x = 1 +", "x = 1 + 1", answers.append, metadata={"attempts": 1}, extra=extra)
+    (opened,) = comms
+    assert opened.target_name == "nbrefine"
+    data = json.loads(json.dumps(opened.data))
+    assert list(data) == [
+        "action", "request_id", "cell_id", "expected_source", "source", "metadata",
+        "execute_request", "run", "fixed_output",
+    ]  # fmt: skip
+    assert data["action"] == "write_cell" and data["metadata"] == {"nbrefine": {"attempts": 1}}
+    assert (data["cell_id"], data["expected_source"], data["source"]) == ("cell-1", "x = 1 +", "x = 1 + 1")
+    opened.reply({"request_id": "another-request", "ok": False, "reason": "not this one"})
+    assert answers == []
+    opened.reply({"request_id": data["request_id"], "ok": True, "runs": True})
+    opened.close()
+    assert answers == [WriteResult(True, runs=True)]

@@ -3,7 +3,8 @@
 - :mod:`.magics`: ``%%refine`` and the ``%refine`` line commands (:mod:`.options` declares their
   options once);
 - :mod:`.auto`: automatic mode (a repair offered when any cell fails);
-- :mod:`.panel`: the review panel (ipywidgets), styled by :mod:`._panel_css`;
+- :mod:`.panel`: the review panel (ipywidgets), saying what :mod:`._panel_html` renders, styled by
+  :mod:`._panel_css`;
 - :mod:`.writeback`: Accept writes the fix into the notebook cell over a comm;
 - :mod:`.frontend`: what the JupyterLab extension runs in the kernel when a notebook opens;
 - :mod:`._kernel_secrets`: the kernel's connection secrets, hidden from trials.

@@ -1,5 +1,6 @@
-"""The review panel: core ipywidgets and a theme-aware stylesheet, so it renders in JupyterLab,
-Notebook 7 and VS Code without JavaScript of its own.
+"""The review panel: the ipywidgets object for one session, with its buttons, its background
+threads and the write-back of an accepted fix. Core ipywidgets and a theme-aware stylesheet, so it
+renders in JupyterLab, Notebook 7 and VS Code without JavaScript of its own.
 
 The decision comes first: one line saying where things stand (the error named once) and the
 buttons there is a decision for, then the diff, where it failed (the user's own frames, while the
@@ -12,211 +13,52 @@ kernel and the code is shown to copy. A fix that is not verified where it would 
 that changes the checks, or a fix that fails from the live state) is labelled so, and only the
 second button, "Apply anyway", runs it. Teaching modes keep every hint shown so far.
 
-May import: ipywidgets, IPython.display, :mod:`nbrefine.engine` and below, :mod:`._panel_css`
-and :mod:`.writeback`.
+What the panel says, as HTML, is :mod:`._panel_html` (pure functions of the session); this module
+decides which widget shows what, and when. The markup functions importers use are re-exported.
+
+May import: ipywidgets, IPython.display, :mod:`nbrefine.engine` and below, :mod:`._panel_html`,
+:mod:`._panel_css` and :mod:`.writeback`.
 """
 
 from __future__ import annotations
 
-import difflib
 import html
-import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable
 from typing import Any
 
 import ipywidgets as widgets
 from IPython.display import display
 
 from ..engine import (
-    Attempt,
     RefineSession,
     SessionStateError,
     TeachingResult,
     UnverifiedFixError,
-    attempt_mark,
-    attempt_outcome,
-    count_tries,
-    describe_failure,
     plain_summary,
-    provider_failed,
 )
 from ..engine.provenance import FixProvenance, fix_provenance
-from ..grounding.capture import Failure
 from ._panel_css import STYLE
-from .writeback import WriteResult, write_cell
+from ._panel_html import (
+    counted_attempts,
+    details_html,
+    diff_html,
+    fixed_output,
+    headline_html,
+    hints_html,
+    markdown_html,
+    progress_html,
+    side_by_side_html,
+    teaching_headline_html,
+    verdict_html,
+    where_html,
+)
+from .writeback import RunRequest, WriteResult, write_cell
 
-__all__ = ["ReviewPanel", "diff_html", "markdown_html", "side_by_side_html"]
+__all__ = ["ReviewPanel", "diff_html", "fixed_output", "markdown_html", "offer_box", "side_by_side_html"]
 
 _TICK_S = 0.5  # how often the timer of a running panel repaints
-
-
-# ---------------------------------------------------------------------------------- rendering
-
-
-def _highlight(line: str) -> str:
-    """One line of Python as HTML with pygments' token classes (the stylesheet colours them with
-    the editor theme's variables); plain escaped text where pygments is missing."""
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import PythonLexer
-    except ImportError:
-        return html.escape(line)
-    out: str = highlight(line, PythonLexer(), HtmlFormatter(nowrap=True))
-    return out.rstrip("\n")
-
-
-def _row(sign: str, line: str | None, kind: str = "") -> str:
-    if line is None:  # the other side of a side-by-side change: keeps the rows aligned
-        return '<div class="nbr-line nbr-blank"><span class="nbr-sign"></span><code></code></div>'
-    cls = f"nbr-line {kind}".strip()
-    label = {"nbr-add": "added", "nbr-del": "removed"}.get(kind, "")
-    aria = f' aria-label="{label}"' if label else ""
-    return (
-        f'<div class="{cls}"><span class="nbr-sign"{aria}>{sign}</span><code>{_highlight(line)}</code></div>'
-    )
-
-
-def diff_html(old: str, new: str, labels: tuple[str, str] = ("your cell", "the fix")) -> str:
-    """A unified diff in words ("your cell → the fix", "⋯ line 12"), highlighted, with added and
-    removed lines tinted and marked (+ / −) for readers who do not see the colours."""
-    rows: list[str] = []
-    a, b = old.splitlines(), new.splitlines()
-    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(3):
-        first = group[0]
-        if first[1] > 0 or first[3] > 0 or rows:
-            gap = f"line {first[3] + 1}"
-            rows.append(
-                f'<div class="nbr-line nbr-gap"><span class="nbr-sign">⋯</span><code>{gap}</code></div>'
-            )
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                rows.extend(_row(" ", line) for line in a[i1:i2])
-                continue
-            rows.extend(_row("−", line, "nbr-del") for line in a[i1:i2])
-            rows.extend(_row("+", line, "nbr-add") for line in b[j1:j2])
-    if not rows:
-        return '<div class="nbr-note">no change</div>'
-    head = f'<div class="nbr-label">{html.escape(labels[0])} → {html.escape(labels[1])}</div>'
-    return f'{head}<div class="nbr-code" tabindex="0">{"".join(rows)}</div>'
-
-
-def side_by_side_html(old: str, new: str, labels: tuple[str, str] = ("your cell", "the fix")) -> str:
-    """Two columns, each scrolling sideways on its own; stacked when the panel is narrow."""
-    a, b = old.splitlines(), new.splitlines()
-    left, right = [], []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
-        for k in range(max(i2 - i1, j2 - j1)):
-            old_line = a[i1 + k] if i1 + k < i2 else None
-            new_line = b[j1 + k] if j1 + k < j2 else None
-            changed = tag != "equal"
-            left.append(_row("−" if changed else " ", old_line, "nbr-del" if changed else ""))
-            right.append(_row("+" if changed else " ", new_line, "nbr-add" if changed else ""))
-    columns = (
-        f'<div><div class="nbr-label">{html.escape(label)}</div>'
-        f'<div class="nbr-code" tabindex="0">{"".join(rows)}</div></div>'
-        for label, rows in zip(labels, (left, right), strict=True)
-    )
-    return f'<div class="nbr-sbs">{"".join(columns)}</div>'
-
-
-_INLINE = [
-    (re.compile(r"`([^`\n]+)`"), r"<code>\1</code>"),
-    (re.compile(r"\*\*([^*\n]+)\*\*"), r"<b>\1</b>"),
-    (re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])"), r"<i>\1</i>"),
-]
-
-
-def _inline(text: str) -> str:
-    """Inline Markdown on escaped text: code spans first, so nothing inside them is touched."""
-    parts = re.split(r"(`[^`\n]+`)", html.escape(text, quote=False))
-    out = []
-    for part in parts:
-        if part.startswith("`") and part.endswith("`") and len(part) > 1:
-            out.append(f"<code>{part[1:-1]}</code>")
-            continue
-        for pattern, replacement in _INLINE[1:]:
-            part = pattern.sub(replacement, part)
-        out.append(part)
-    return "".join(out)
-
-
-def markdown_html(text: str) -> str:
-    """The small Markdown models write in explanations (paragraphs, lists, code spans and fenced
-    code, bold, italics) as HTML; everything else stays text, escaped."""
-    blocks: list[str] = []
-    lines = text.strip().splitlines()
-    index = 0
-    paragraph: list[str] = []
-    items: list[str] = []
-
-    def flush() -> None:
-        if paragraph:
-            blocks.append(f"<p>{_inline(' '.join(paragraph))}</p>")
-            paragraph.clear()
-        if items:
-            blocks.append("<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + "</ul>")
-            items.clear()
-
-    while index < len(lines):
-        line = lines[index]
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            flush()
-            code = []
-            index += 1
-            while index < len(lines) and not lines[index].strip().startswith("```"):
-                code.append(lines[index])
-                index += 1
-            blocks.append('<div class="nbr-code">' + "".join(_row(" ", c) for c in code) + "</div>")
-        elif re.match(r"^([-*]|\d+[.)])\s+", stripped):
-            if paragraph:
-                flush()
-            items.append(re.sub(r"^([-*]|\d+[.)])\s+", "", stripped))
-        elif not stripped:
-            flush()
-        else:
-            if items:
-                flush()
-            paragraph.append(stripped)
-        index += 1
-    flush()
-    return f'<div class="nbr-md">{"".join(blocks)}</div>'
-
-
-def _frames_html(failure: Failure, line_offset: int = 0) -> str:
-    """Where it failed: the user's own frames, and how many library frames were folded."""
-    own = [frame for frame in failure.frames if frame.in_code or not frame.label.startswith("/")]
-    items = []
-    for frame in own or failure.frames[:1]:
-        mine = frame.label in ("cell", "candidate")
-        where = "your cell" if mine else frame.label
-        func = f", in {html.escape(frame.function)}" if frame.function not in ("<module>", "") else ""
-        code = f" <code>{html.escape(frame.line.strip())}</code>" if frame.line.strip() else ""
-        line = frame.lineno + (line_offset if mine else 0)
-        items.append(f"<li>{html.escape(where)}, line {line}{func}:{code}</li>")
-    if failure.lineno and not items:
-        line = failure.lineno + line_offset
-        items.append(f"<li>line {line}: <code>{html.escape(failure.line.strip())}</code></li>")
-    return f'<ul class="nbr-frames">{"".join(items)}</ul>' if items else ""
-
-
-def _tries(attempts: Iterable[Attempt]) -> list[Attempt]:
-    return [attempt for attempt in attempts if not provider_failed(attempt)]
-
-
-def _summary_html(icon: str, title: str, sub: str) -> str:
-    """The panel's first line (its icon is decoration: the words say it all) and the line under it."""
-    head = f'<div class="nbr-summary"><span class="nbr-icon" aria-hidden="true">{icon}</span>{title}</div>'
-    return head + (f'<div class="nbr-sub">{sub}</div>' if sub else "")
-
-
-def _fold(summary: str, body: str, cls: str = "", open_: bool = False) -> str:
-    attrs = (f' class="{cls}"' if cls else "") + (" open" if open_ else "")
-    return f'<details{attrs}><summary>{summary}</summary><div class="nbr-body">{body}</div></details>'
 
 
 #: Every hint a session has shown, oldest first: a second panel on the same session (``%refine
@@ -345,7 +187,7 @@ class ReviewPanel:
         with self._lock:
             self._what, self._streamed, self._finished = what, 0, []
             self._started = time.monotonic()
-            self._offset = len(self.session.attempts) - len(_tries(self.session.attempts))
+            self._offset = len(self.session.attempts) - len(counted_attempts(self.session.attempts))
         self._start_ticker()
 
     def _done(self) -> None:
@@ -406,12 +248,7 @@ class ReviewPanel:
             return
         self._last_paint = time.monotonic()
         elapsed = self._last_paint - self._started
-        received = f" · {self._streamed:,} characters received" if self._streamed else ""
-        line = (
-            f'<div>{html.escape(self._what)}{received} · <span class="nbr-timer">{elapsed:.1f} s</span></div>'
-        )
-        done = "".join(f"<li>{html.escape(item)}</li>" for item in self._finished)
-        self.progress.value = line + (f'<ul class="nbr-list">{done}</ul>' if done else "")
+        self.progress.value = progress_html(self._what, self._streamed, elapsed, self._finished)
 
     # ------------------------------------------------------------------ rendering
 
@@ -425,13 +262,13 @@ class ReviewPanel:
         fixed = session.fixed_code is not None
         trusted = session.verified and not session.accept_refused
         self._set_state(running, pending and fixed)
-        self.summary.value = self._summary()
+        self.summary.value = headline_html(session)
         self.stop_button.layout.display = None if running else "none"
         self.progress.layout.display = None if running else "none"
         if running:
             with self._lock:
                 self._paint_progress()
-        self.verdict.value = "" if running else self._verdict()
+        self.verdict.value = "" if running else verdict_html(session)
         self.verdict.layout.display = None if self.verdict.value else "none"
         can_retry = session.job is not None and pending and not fixed
         shown = {
@@ -484,98 +321,6 @@ class ReviewPanel:
         else:
             self.widget.remove_class("nbr-fold")
 
-    def _failure_text(self) -> str:
-        failure = self.session.failure
-        if failure is None:
-            return "the cell failed"
-        return html.escape(describe_failure(failure, self.session.line_offset))
-
-    def _summary(self) -> str:
-        """The one line at the top (the only place outside the details that names the error)."""
-        icon, title, sub = self._summary_parts()
-        return _summary_html(icon, html.escape(title), sub)
-
-    def _summary_parts(self) -> tuple[str, str, str]:
-        """(icon, title, the line under it as HTML) for the session's state."""
-        session = self.session
-        failure = self._failure_text()
-        tries = count_tries(len(_tries(session.attempts)))
-        if session.running:
-            return "⟳", "Looking for a fix", f"for {failure}"
-        if session.decision == "accepted":
-            anyway = " (applied anyway, not verified)" if session.accepted_anyway else ""
-            if session.accept_ok is False:
-                return (
-                    "⚠",
-                    f"Fixed by nbrefine{anyway} — it raised when run in the kernel",
-                    f"{tries} · was {failure}",
-                )
-            return "✔", f"Fixed by nbrefine{anyway}", f"{tries} · was {failure}"
-        if session.decision == "rejected":
-            return "✘", "Rejected — nothing was changed", failure
-        if session.fixed_code is not None:
-            return self._offer_parts(failure, tries)
-        return self._ended_parts(failure, tries)
-
-    def _offer_parts(self, failure: str, tries: str) -> tuple[str, str, str]:
-        """A fix (or an unverified proposal) waiting for the user's decision."""
-        session = self.session
-        if session.status == "changes_checks":
-            return "⚠", "No verified fix — the only proposal changes the checks", f"For {failure} · {tries}"
-        if session.accept_refused:
-            return "⚠", "Not applied — the fix fails from the live state", f"For {failure} · {tries}"
-        return "✔", "Verified fix ready — it passed a trial run", f"Fixes {failure} · {tries}"
-
-    def _ended_parts(self, failure: str, tries: str) -> tuple[str, str, str]:
-        """The loop ended without a fix to offer."""
-        session = self.session
-        message = html.escape(session.message)
-        if session.status == "error":
-            reason = session.result.stop_reason if session.result else ""
-            if reason == "sandbox_error":
-                return "✘", "The trial sandbox failed", message
-            title = "Could not ask the model" if reason in ("", "provider_error") else "Could not get a fix"
-            return "✘", title, message + self._how_to_fix(session.message)
-        if session.status == "unfixed":
-            return "✘", f"No fix found — {tries}", failure + (f" · {message}" if message else "")
-        if session.status == "interrupted":
-            return "■", f"Stopped — {tries}", failure
-        if session.status == "budget":
-            return "■", "Stopped by the budget", message
-        if session.status == "no_error":
-            return "✔", "The cell ran without error", ""
-        return "", session.headline().removeprefix("nbrefine: "), ""
-
-    @staticmethod
-    def _how_to_fix(message: str) -> str:
-        """What to do about a provider error, when the message shows which one it is."""
-        if "API key" in message or "credentials" in message or "API_KEY" in message:
-            return (
-                "<br>Set the key where the kernel reads it, e.g. "
-                "<code>%env ANTHROPIC_API_KEY=sk-ant-…</code> in a cell (or choose another provider: "
-                '<code>%config Refine.provider = "offline"</code>), then Retry.'
-            )
-        return "<br>Retry when the service answers again." if message else ""
-
-    def _verdict(self) -> str:
-        """Why this fix is not applied by Accept, or what Accept found before it applied it."""
-        session = self.session
-        if session.fixed_code is not None and not session.verified and session.decision == "pending":
-            why = html.escape(session.unverified_reason)
-            return (
-                f'<div class="nbr-verdict">It passed its trial run, but it changes the checks ({why}), so it '
-                "is not verified. <b>Apply anyway</b> runs it in the kernel all the same.</div>"
-            )
-        if session.accept_refused and session.decision == "pending":
-            why = html.escape(session.accept_refused)
-            return (
-                f'<div class="nbr-verdict">Accept did not apply it: {why}. <b>Apply anyway</b> runs it all '
-                "the same.</div>"
-            )
-        if session.live_check:
-            return f'<div class="nbr-note">Before it ran: {html.escape(session.live_check)}.</div>'
-        return ""
-
     def _render_diff(self) -> None:
         fixed = self.session.fixed_code
         if fixed is None:
@@ -588,30 +333,9 @@ class ReviewPanel:
         self.diff.layout.display = None
 
     def _render_details(self) -> None:
-        """Everything else, folded: why, the attempts, where it failed, the trial notes, usage.
-        Repainted only when it changes, so what the user opened stays open."""
-        session = self.session
-        parts, names = [], []
-        if session.explanation and not session.running:
-            parts.append(f'<div class="nbr-label">why</div>{markdown_html(session.explanation)}')
-            names.append("why")
-        tries = _tries(session.attempts)
-        if tries and not session.running:
-            parts.append(self._attempts_html(tries))
-            names.append(count_tries(len(tries)).replace("try", "attempt").replace("tries", "attempts"))
-        if session.notes:
-            notes = "".join(f"<li>{html.escape(note)}</li>" for note in session.notes)
-            parts.append(
-                f'<div class="nbr-label">about the trial runs</div><ul class="nbr-list">{notes}</ul>'
-            )
-        usage = session.usage
-        if usage.tokens and not session.running:
-            model = f" ({html.escape(session.model)})" if session.model else ""
-            parts.append(
-                f'<div class="nbr-label">usage</div><div>Tokens: {html.escape(usage.describe())}{model}</div>'
-            )
-            names.append("cost")
-        value = _fold("Details: " + ", ".join(names), "".join(parts), "nbr-more") if parts else ""
+        """Everything else, folded (why, the attempts, the trial notes, usage). Repainted only
+        when it changes, so what the user opened stays open."""
+        value = details_html(self.session)
         if value != self._details_html:
             self._details_html = value
             self.details.value = value
@@ -622,51 +346,10 @@ class ReviewPanel:
         offered): the library frames are one click away. Repainted only when it changes."""
         failure = self.session.failure
         folded = "nbr-fold" in self.widget._dom_classes
-        value = self._where_html(failure) if failure is not None and folded else ""
+        value = where_html(failure, self.session.line_offset) if failure is not None and folded else ""
         if value != self.where.value:
             self.where.value = value
         self.where.layout.display = None if value else "none"
-
-    def _where_html(self, failure: Failure) -> str:
-        hidden = failure.library_frames_hidden
-        library = f" and {hidden} library frame{'s' if hidden != 1 else ''}" if hidden else ""
-        toggle = _fold(
-            f"The full traceback{library}",
-            '<div class="nbr-note">Shown under the panel while this is open.</div>',
-            "nbr-tb",
-        )
-        frames = _frames_html(failure, self.session.line_offset)
-        return f'<div class="nbr-label">where it failed</div>{frames}{toggle}'
-
-    def _attempts_html(self, tries: list[Attempt]) -> str:
-        """Each attempt on its own fold (several can be open): its outcome once, in the title,
-        and its diff against the attempt before it, labelled so."""
-        items = []
-        previous, previous_label = self.session.original_code.rstrip(), "your cell"
-        for number, attempt in enumerate(tries, start=1):
-            outcome = f"{attempt_outcome(attempt, self.session.line_offset)} ({attempt.duration_s:.2f} s)"
-            title = f"{attempt_mark(attempt)} Attempt {number}: {outcome}"
-            body = ""
-            label = f"attempt {number}"
-            if attempt.code is not None:
-                body += diff_html(previous, attempt.code, (previous_label, label))
-                if not attempt.regression:
-                    previous, previous_label = attempt.code, label
-            if attempt.explanation:
-                body += markdown_html(attempt.explanation)
-            reasons = attempt.alternative_reasons + [""] * len(attempt.alternatives)
-            for index, (code, trial) in enumerate(attempt.alternatives, start=1):
-                verdict = trial.one_line() if not trial.ok else "also passed"
-                if trial.ok and reasons[index - 1]:
-                    verdict = f"passed but changes the checks: {reasons[index - 1]}"
-                body += f"<div>Alternative {index} (not chosen): {html.escape(verdict)}</div>"
-                body += diff_html(
-                    self.session.original_code.rstrip(), code, ("your cell", f"alternative {index}")
-                )
-            items.append(
-                _fold(html.escape(title), body or '<div class="nbr-note">no code</div>', "nbr-attempt")
-            )
-        return '<div class="nbr-label">attempts</div>' + "".join(items)
 
     # ------------------------------------------------------------------ teaching
 
@@ -680,26 +363,12 @@ class ReviewPanel:
             shown.append(teaching)
         running = session.running
         self._set_state(running, False)
-        noun = "Explanation" if teaching.mode == "explain" else "Hints"
-        title = f"{noun} for {self._failure_text()}"
-        if session.status == "error":
-            title = "Could not get a hint"
-        error = session.status == "error"
-        sub = html.escape(session.message) + self._how_to_fix(session.message) if error else ""
-        self.summary.value = _summary_html("✎", title, sub)
+        self.summary.value = teaching_headline_html(session, teaching)
         self.stop_button.layout.display = "none"
         self.progress.layout.display = None if running else "none"
-        blocks = [
-            f'<div class="nbr-hint"><h4>{html.escape(h.step.header())}</h4>{markdown_html(h.text)}</div>'
-            for h in shown
-        ]
-        if teaching.status == "exhausted":
-            blocks.append(f'<div class="nbr-note">{html.escape(teaching.text)}</div>')
-        elif not teaching.more_available and shown:
-            kind = "explanation" if teaching.mode == "explain" else "hint"
-            blocks.append(f'<div class="nbr-note">That was the last {kind} for this cell.</div>')
-        self.hints.value = "".join(blocks)
-        self.hints.layout.display = None if blocks else "none"
+        hints = hints_html(shown, teaching)
+        self.hints.value = hints
+        self.hints.layout.display = None if hints else "none"
         for hidden in (self.view, self.diff, self.verdict, self.details, self.where):
             hidden.layout.display = "none"
         more = teaching.more_available and not running
@@ -801,7 +470,7 @@ class ReviewPanel:
                 self._say(f"{verb}: {ran}.")
                 self._offer_copy(fixed, result.reason)
 
-        extra: dict[str, Any] = {"execute_request": session.request_id, "run": run}
+        extra: RunRequest = {"execute_request": session.request_id, "run": run}
         if run:
             extra["fixed_output"] = fixed_output(session)
         cell_id, expected, new_source = target
@@ -864,7 +533,7 @@ def _provenance(session: RefineSession) -> FixProvenance:
     """The cell's provenance: the same keys ``nbrefine fix`` writes (engine/provenance.py)."""
     return fix_provenance(
         original_source=session.cell_source or "",
-        attempts=len(_tries(session.attempts)),
+        attempts=len(counted_attempts(session.attempts)),
         provider=session.provider,
         model=session.model,
         verified=session.verified and not session.accepted_anyway,
@@ -875,36 +544,3 @@ def _provenance(session: RefineSession) -> FixProvenance:
 
 def _ran(ok: bool) -> str:
     return "the fix ran in the kernel" if ok else "the fix raised when run in the kernel (see below)"
-
-
-def fixed_output(session: RefineSession) -> dict[str, Any]:
-    """The one line that replaces the panel once the fixed cell ran (the extension puts it above
-    the fixed run's outputs): "✔ Fixed by nbrefine — 2 tries · details · undo". Its buttons are
-    handled by the extension; the details (the diff, the attempts, why) unfold in place."""
-    tries = count_tries(len(_tries(session.attempts)))
-    anyway = " (applied anyway: not verified)" if session.accepted_anyway else ""
-    line = f"Fixed by nbrefine — {tries}{anyway}"
-    offset = session.line_offset
-    attempts = "".join(
-        f"<li>{html.escape(attempt_mark(a))} attempt {n}: {html.escape(attempt_outcome(a, offset))}</li>"
-        for n, a in enumerate(_tries(session.attempts), start=1)
-    )
-    why = markdown_html(session.explanation) if session.explanation else ""
-    diff = diff_html(session.original_code.rstrip(), session.fixed_code or "")
-    details = f'{diff}{why}<ul class="nbr-list">{attempts}</ul>'
-    buttons = (
-        ' · <button type="button" class="nbr-link" data-nbrefine-action="details" aria-expanded="false">'
-        "details</button>"
-        ' · <button type="button" class="nbr-link" data-nbrefine-action="undo" '
-        'title="put the code the cell had before the fix back">undo</button><span class="nbr-below"></span>'
-    )
-    markup = (
-        f'{STYLE}<div class="nbr-panel nbr-fixed nbr-ok"><div class="nbr-fixed-line">'
-        f'<span class="nbr-icon" aria-hidden="true">✔</span>{html.escape(line)}{buttons}</div>'
-        f'<div class="nbr-fixed-details" hidden>{details}</div></div>'
-    )
-    return {
-        "output_type": "display_data",
-        "data": {"text/html": markup, "text/plain": f"✔ {line}"},
-        "metadata": {"nbrefine": {"fixed": True}},
-    }

@@ -9,6 +9,10 @@ Colab, other frontends) the frontend closes the comm at once: the caller falls b
 showing the code to copy. ``set_next_input`` is never used: from a button callback it
 overwrites whichever cell runs next.
 
+The messages are typed here (:class:`WriteCellRequest`, :class:`WriteCellAnswer`); their fields
+and order are the extension's protocol (labextension/src/index.ts and apply.ts) and must not
+change without it.
+
 May import: comm and the standard library.
 """
 
@@ -18,11 +22,58 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
-__all__ = ["TARGET", "WriteResult", "write_cell"]
+__all__ = [
+    "TARGET",
+    "FixedOutput",
+    "RunRequest",
+    "WriteCellAnswer",
+    "WriteCellRequest",
+    "WriteResult",
+    "write_cell",
+]
 
 TARGET = "nbrefine"
+
+
+class FixedOutput(TypedDict):
+    """The one line the extension puts above the fixed run's outputs: an nbformat
+    ``display_data`` output, marked by ``metadata.nbrefine.fixed`` (apply.ts finds it by that)."""
+
+    output_type: Literal["display_data"]
+    data: dict[str, str]  # "text/html" and "text/plain"
+    metadata: dict[str, dict[str, bool]]
+
+
+class RunRequest(TypedDict, total=False):
+    """The optional fields of a ``write_cell`` request (apply.ts): the execute request that ran
+    the cell (the extension finds the cell and the text it ran by it), whether the frontend should
+    run the cell once written, and the line it then puts above the outputs."""
+
+    execute_request: str | None
+    run: bool
+    fixed_output: FixedOutput
+
+
+class WriteCellRequest(RunRequest):
+    """The data of the comm's open message: what to write into which cell."""
+
+    action: Literal["write_cell"]
+    request_id: str
+    cell_id: str
+    expected_source: str  # the cell as it ran: the extension refuses an edited cell
+    source: str
+    metadata: dict[str, dict[str, Any]]  # {"nbrefine": the cell's provenance}
+
+
+class WriteCellAnswer(TypedDict, total=False):
+    """The extension's one answer (a comm message), read defensively: it comes from outside."""
+
+    request_id: str
+    ok: bool
+    reason: str  # why nothing was written, when not ok
+    runs: bool  # the frontend runs the cell itself now
 
 
 @dataclass(frozen=True)
@@ -41,7 +92,7 @@ def write_cell(
     *,
     metadata: dict[str, Any] | None = None,
     timeout_s: float = 10.0,
-    extra: dict[str, Any] | None = None,
+    extra: RunRequest | None = None,
 ) -> None:
     """Ask the frontend to write ``source`` into cell ``cell_id``; ``on_result`` gets the answer once.
 
@@ -63,7 +114,8 @@ def write_cell(
             on_result(result)
 
     def on_msg(msg: dict[str, Any]) -> None:
-        data = (msg.get("content") or {}).get("data") or {}
+        # From outside: every field is read with .get and checked, whatever the frontend sent.
+        data = cast("WriteCellAnswer", (msg.get("content") or {}).get("data") or {})
         if data.get("request_id") not in (None, request_id):
             return
         answer(WriteResult(bool(data.get("ok")), str(data.get("reason", "")), runs=data.get("runs") is True))
@@ -78,7 +130,7 @@ def write_cell(
         ),
     )
     timer.daemon = True
-    data = {
+    data: WriteCellRequest = {
         "action": "write_cell",
         "request_id": request_id,
         "cell_id": cell_id,
