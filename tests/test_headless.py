@@ -13,8 +13,8 @@ import nbrefine
 from nbrefine._errors import BadInputError
 from nbrefine.cli._argparse import add_trait_flags, trait_help
 from nbrefine.cli.main import build_parser
+from nbrefine.engine import FixProvenance, fix_provenance, read_provenance
 from nbrefine.engine.config import Refine
-from nbrefine.engine.provenance import FixProvenance, fix_provenance, read_provenance
 from nbrefine.headless.session_json import AttemptJSON, SessionJSON, TeachingJSON, session_json
 from nbrefine.headless.settings import TRAIT_FLAGS, cell_options, check_values, config_lines
 from nbrefine.providers.scripted import ScriptedProvider

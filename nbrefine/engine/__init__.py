@@ -7,7 +7,11 @@
 - :mod:`.cost`: token usage and cost of replies, attempts and sessions;
 - :mod:`.state`: what a kernel remembers between cells, in one holder (:class:`KernelState`);
 - :mod:`.teaching`: the teaching modes (policy, hint prompt, the no-solution guard, the offline tutor);
-- :mod:`.session`: :class:`RefineSession`, one failing cell's run and the user's decision on it.
+- :mod:`.session`: :class:`RefineSession`, one failing cell's run and the user's decision on it;
+- :mod:`.job`: :class:`JobBuilder`, a failing cell's :class:`RefineJob` assembled without IPython
+  (sandbox choice, grounding, provider and cache, budget) from a :class:`KernelAccess`;
+- :mod:`.provenance`: the record an accepted fix leaves in its cell's metadata;
+- :mod:`.config`: ``Refine``, the settings (imported as ``nbrefine.engine.config.Refine``).
 
 Code outside the engine imports from this package (``from nbrefine.engine import refine``);
 the modules of the engine import each other by module, never through this file.
@@ -21,8 +25,17 @@ CLI, batch and reports).
 from __future__ import annotations
 
 from .cost import PRICES, Usage, price_of, total, usage_of
+from .job import (
+    CellRun,
+    JobBuilder,
+    KernelAccess,
+    budget_check,
+    partial_run_note,
+    undo_rebinds,
+)
 from .loop import LoopConfig, normalize_code, refine, verifier_for
 from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
+from .provenance import FixProvenance, fix_provenance, read_provenance
 from .session import (
     RefineJob,
     RefineSession,
@@ -84,10 +97,14 @@ __all__ = [
     "SYSTEM_PROMPT",
     "TEACHING_MODES",
     "Attempt",
+    "CellRun",
     "EventCallback",
     "EventKind",
+    "FixProvenance",
     "Gate",
     "HintLedger",
+    "JobBuilder",
+    "KernelAccess",
     "KernelState",
     "LoopConfig",
     "LoopEvent",
@@ -112,6 +129,7 @@ __all__ = [
     "apply_policy_line",
     "attempt_mark",
     "attempt_outcome",
+    "budget_check",
     "build_request",
     "cached",
     "count_tries",
@@ -119,6 +137,7 @@ __all__ = [
     "describe_failure",
     "drift",
     "fingerprints_of",
+    "fix_provenance",
     "install_notebook_policy",
     "kernel_gate",
     "kernel_ledger",
@@ -128,15 +147,18 @@ __all__ = [
     "normalize_code",
     "notebook_policy_code",
     "parse_reply",
+    "partial_run_note",
     "plain_python",
     "plain_summary",
     "policy_from_notebook",
     "price_of",
     "provider_failed",
+    "read_provenance",
     "refine",
     "session_for_request",
     "teach",
     "total",
+    "undo_rebinds",
     "usage_of",
     "verifier_for",
 ]

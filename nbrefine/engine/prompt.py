@@ -59,7 +59,7 @@ class RepairTask:
     notes: tuple[str, ...] = field(default_factory=tuple)
     label: str = "cell"
     namespace: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    history: str = ""  # the notebook's history, rendered within its own budget (nbrefine.history)
+    history: str = ""  # the notebook's history, rendered within its own budget (nbrefine.grounding.history)
 
 
 def _section(title: str, body: str) -> str:

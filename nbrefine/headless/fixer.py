@@ -407,7 +407,7 @@ class Fixer:
         as_is: bool,
     ) -> None:
         """Accept the verified fix in the kernel (it runs for real) and write it into the cell."""
-        from ..engine.provenance import fix_provenance
+        from ..engine import fix_provenance
 
         accepted = kernel.run(kernel_call("accept", run.request_id), result.index, store_history=False)
         after = kernel.session(run, result.index)

@@ -4,121 +4,40 @@ May import: IPython, :mod:`nbrefine.engine` and everything below it, and this pa
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .._errors import RefineStop, SandboxError
+from .._errors import RefineStop
 from ..engine import (
-    Attempt,
-    Gate,
-    LoopConfig,
-    OfflineTutor,
+    JobBuilder,
+    KernelAccess,
     PolicyLockedError,
-    RefineJob,
     RefineSession,
-    RepairTask,
     SessionStateError,
     UnverifiedFixError,
-    Verifier,
     apply_policy_line,
     kernel_gate,
-    kernel_usage,
     last_session,
+    partial_run_note,
     plain_python,
-    total,
+    undo_rebinds,
 )
-from ..engine import cached as CachingProvider  # TEMPORARY name: the kernel's response cache
 from ..engine.config import Refine
-from ..grounding import Redactor, summarize_names
-from ..grounding.capture import Failure, capture_failure, top_level_statements
-from ..grounding.history import (
-    ExecutedCell,
-    NotebookCell,
-    analyse,
-    cross_cell_target,
-    free_names,
-    notebook_cells,
-    notebook_path,
-)
-from ..grounding.ipython_names import is_ipython_name
-from ..grounding.scope import global_names
-from ..providers import Provider, ProviderSettings, make_provider, resolve_provider_name
-from ..sandbox import (
-    LiveForkRunner,
-    SandboxOptions,
-    Snapshot,
-    SpawnRunner,
-    TrialOutcome,
-    TrialSpec,
-    call_in_fork,
-    fork_unsafe_reason,
-    run_checks,
-)
+from ..grounding import Redactor
+from ..grounding.capture import Failure, capture_failure
+from ..grounding.history import ExecutedCell
+from ..sandbox import SandboxOptions, Snapshot, call_in_fork, run_checks
 from ._kernel_secrets import connection_paths, forget_kernel_secrets
 from .auto import AutoMode
 from .options import LINE_COMMANDS, CellRun, help_text, refine_arguments, resolve
 from .progress import Progress, say_accepted, stop_message
 
 __all__ = ["RefineMagics", "RefineStop"]
-
-_MISSING = object()
-
-
-def _is_user_name(name: str) -> bool:
-    return not name.startswith("_") and not is_ipython_name(name)
-
-
-def _defines(code: str, name: str) -> bool:
-    return any(
-        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
-        for node in top_level_statements(code)
-    )
-
-
-class _CrossCellRunner:
-    """Trials for a cross-cell repair: a candidate that (re)defines the failing function runs
-    with the failing cell as its first check; any other candidate replaces the failing cell."""
-
-    def __init__(self, inner: Any, defines: str) -> None:
-        self.inner = inner
-        self.defines = defines
-
-    def run(self, spec: TrialSpec) -> TrialOutcome:
-        if not _defines(spec.code, self.defines):
-            spec = replace(spec, checks=spec.checks[1:])
-        outcome: TrialOutcome = self.inner.run(spec)
-        return outcome
-
-    def cancel(self) -> None:
-        cancel = getattr(self.inner, "cancel", None)
-        if callable(cancel):
-            cancel()
-
-
-class _TransformingRunner:
-    """Turns IPython syntax (magics, ``!cmd``) into Python before a trial, as IPython would."""
-
-    def __init__(self, inner: Any, transform: Callable[[str], str]) -> None:
-        self.inner = inner
-        self.transform = transform
-
-    def run(self, spec: TrialSpec) -> TrialOutcome:
-        outcome: TrialOutcome = self.inner.run(replace(spec, code=self.transform(spec.code)))
-        return outcome
-
-    def cancel(self) -> None:
-        cancel = getattr(self.inner, "cancel", None)
-        if callable(cancel):
-            cancel()
 
 
 @magics_class
@@ -173,7 +92,8 @@ class RefineMagics(Magics):
         namespace: dict[str, Any] = shell.user_ns
         before = dict(namespace)  # bindings only: cheap, and lets Accept undo the failed run's rebinds
         redactor = Redactor()
-        snapshot, notes = self._take_snapshot(namespace, redactor, run, session)
+        jobs = self._jobs()
+        snapshot, notes = jobs.take_snapshot(redactor, run, session)
         try:
             self.running = True
             result = self._run_quietly_if_asked(cell)
@@ -186,10 +106,10 @@ class RefineMagics(Magics):
                 after = dict(namespace)
                 session.failures = tuple(failures)
                 session._applier = lambda code: self._apply(code, before, after)
-                session.prepare = lambda: _undo_rebinds(self.ip.user_ns, before, after)
+                session.prepare = lambda: undo_rebinds(self.ip.user_ns, before, after)
                 failing_count = self._current_count(cell)
                 error = result.error_in_exec or result.error_before_exec
-                session.job = self._job(
+                session.job = jobs.build(
                     session,
                     error,
                     run,
@@ -214,7 +134,7 @@ class RefineMagics(Magics):
             session.finish_without_loop("no_error", "")
             return
         if session.status != "interrupted":
-            self._start(session, run, failed_at)
+            self._start(session, failed_at)
         if session.status not in ("running",):
             self._show(session)
         raise RefineStop(stop_message(session))
@@ -245,11 +165,11 @@ class RefineMagics(Magics):
         failure = capture_failure(
             error, code=code, user_globals=namespace, redactor=redactor, run_unsafe=_fork_eval
         )
-        notes = [] if snapshot is not None else [_partial_run_note(code, failure.statements_done)]
+        notes = [] if snapshot is not None else [partial_run_note(code, failure.statements_done)]
         session.failures = (failure,)
         session._applier = lambda fixed: self._apply(fixed, before, after)
-        session.prepare = lambda: _undo_rebinds(self.ip.user_ns, before, after)
-        session.job = self._job(
+        session.prepare = lambda: undo_rebinds(self.ip.user_ns, before, after)
+        session.job = self._jobs().build(
             session, error, run, raw_cell, [failure], before, after, redactor, snapshot, notes, failing_count
         )
         session.notes = tuple(notes)
@@ -303,7 +223,7 @@ class RefineMagics(Magics):
         source = (header.get("content") or {}).get("code")
         return (cell_id if isinstance(cell_id, str) else None), (source if isinstance(source, str) else None)
 
-    def _start(self, session: RefineSession, run: CellRun, failed_at: float) -> None:
+    def _start(self, session: RefineSession, failed_at: float) -> None:
         """Run the loop: in the background under a live panel in a notebook, else right here."""
         if not self._panel_wanted():  # a panel names the error itself, once
             print(f"nbrefine: {session.failures[0].one_line()}")
@@ -332,39 +252,18 @@ class RefineMagics(Magics):
             return None
         return ReviewPanel(session)
 
-    def _take_snapshot(
-        self, namespace: dict[str, Any], redactor: Redactor, run: CellRun, session: RefineSession
-    ) -> tuple[Snapshot | None, list[str]]:
-        if self._spawn_reason() is not None:
-            return None, []  # spawn trials get copies of the pre-cell bindings instead
-        if not run.snapshot:
-            return None, ["Snapshots are off: trials start from the state the failed run left behind."]
-        try:
-            snapshot = Snapshot.take(namespace, redactor, self._sandbox_options())
-        except (SandboxError, OSError) as err:
-            return None, [f"No snapshot ({err}): trials start from the state the failed run left behind."]
-        session.timings["snapshot_s"] = snapshot.taken_s
-        return snapshot, []
-
-    def _spawn_reason(self) -> str | None:
-        """Why trials run in fresh interpreters (spawn) instead of forks; None: they fork."""
-        if self.settings.sandbox == "spawn":
-            return "Refine.sandbox is 'spawn'"
-        if self.settings.sandbox == "auto":
-            return fork_unsafe_reason()
-        return None
-
-    def _runner(
-        self, snapshot: Snapshot | None, before: dict[str, Any], after: dict[str, Any], redactor: Redactor
-    ) -> tuple[Any, list[str]]:
-        """The trial runner, and notes about it for the prompt and the panel."""
-        reason = self._spawn_reason()
-        if reason is not None:
-            note = f"Trials run in a fresh interpreter with copies of the names they use ({reason})."
-            return SpawnRunner(before, redactor, SandboxOptions()), [note]
-        if snapshot is not None:
-            return snapshot, []
-        return LiveForkRunner(after, redactor, self._sandbox_options()), []
+    def _jobs(self) -> JobBuilder:
+        """The job builder, over what it needs of this kernel."""
+        kernel = KernelAccess(
+            namespace=self.ip.user_ns,
+            transform=self._python,
+            sandbox_options=self._sandbox_options,
+            rerun=self._rerun,
+            executed=self._executed,
+            code_counts=getattr(self.ip.compile, "_filename_map", None),
+            say=print,
+        )
+        return JobBuilder(kernel, self.settings)
 
     def _sandbox_options(self) -> SandboxOptions:
         shell = self.ip
@@ -397,147 +296,6 @@ class RefineMagics(Magics):
             return [failure]
         return run_checks(checks, namespace, redactor, run_unsafe=_fork_eval)
 
-    def _job(
-        self,
-        session: RefineSession,
-        error: BaseException | None,
-        run: CellRun,
-        cell: str,
-        failures: list[Failure],
-        before: dict[str, Any],
-        after: dict[str, Any],
-        redactor: Redactor,
-        snapshot: Snapshot | None,
-        notes: list[str],
-        failing_count: int | None = None,
-    ) -> RefineJob:
-        names = [n for n in global_names(self._python(cell)) if _is_user_name(n)]
-        rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
-        if rebound and snapshot is not None:
-            notes.append(
-                "Before failing, the run had already (re)bound: "
-                + ", ".join(rebound[:20])
-                + ". Values shown are from before the cell ran; objects mutated in place may differ."
-            )
-        summaries, left_out = summarize_names(names, before, redactor)
-        runner, runner_notes = self._runner(snapshot, before, after, redactor)
-        notes.extend(runner_notes)
-        failing_id, failing_source = session.cell_id, session.cell_source
-        history, code, first_checks, defines = self._ground(
-            session, cell, error, failing_count, notes, redactor
-        )
-        transform = self._python
-
-        def wrap(inner: Any) -> _TransformingRunner:
-            return _TransformingRunner(_CrossCellRunner(inner, defines) if first_checks else inner, transform)
-
-        verifier = self._cross_cell_verifier(code, cell, failures, defines, run) if first_checks else None
-        on_finish = None
-        if first_checks:
-            # A candidate that defines the failing function is for its cell, and must make the
-            # failing cell pass; any other candidate is a fix of the failing cell itself.
-            runner = _CrossCellRunner(runner, defines)
-            failing = cell
-            apply_fix = session._applier or (lambda fixed: False)
-
-            def on_finish(done: RefineSession) -> None:
-                if done.fixed_code is None:
-                    return
-                if _defines(done.fixed_code, defines):  # Accept writes the defining cell, re-runs this
-                    done._applier = lambda fixed: apply_fix(fixed) and self._rerun(failing)
-                    done.prepare = None  # two cells to run: Accept runs them here
-                else:
-                    done.original_code, done.cell_id, done.cell_source = failing, failing_id, failing_source
-
-        task = RepairTask(
-            code=code,
-            failures=tuple(failures),
-            checks=(*first_checks, *run.checks),
-            values=tuple(summaries),
-            values_left_out=left_out,
-            notes=tuple(notes),
-            namespace=before,
-            history=history,
-        )
-        name, note = resolve_provider_name(run.provider, os.environ)
-        if note:
-            print(f"nbrefine: {note}")
-        settings, quick_fixes = self._provider_settings(run), self.settings.quick_fixes
-        tutor = (lambda: OfflineTutor()) if name == "offline" else (lambda: make_provider(name, settings))
-        cache = run.cache
-
-        def provider() -> Provider:
-            made = make_provider(name, settings, quick_fixes_first=quick_fixes)
-            return CachingProvider(made) if cache else made
-
-        return RefineJob(
-            task=task,
-            policy=run.teaching,
-            tutor=tutor,
-            provider=provider,
-            prices=dict(self.settings.prices),
-            runner=wrap(runner),
-            redactor=redactor,
-            config=LoopConfig(
-                max_attempts=run.max_attempts,
-                timeout_s=run.timeout,
-                policy=run.policy,
-                max_tokens=self.settings.max_tokens,
-                prompt_budget=self.settings.prompt_budget,
-                budget=self._budget(session),
-                candidates=run.candidates,
-                transform=transform,
-                verifier=verifier,
-            ),
-            free=snapshot.close if snapshot is not None else (lambda: None),
-            fallback=lambda: _TransformingRunner(
-                LiveForkRunner(self.ip.user_ns, redactor, self._sandbox_options()), self._python
-            ),
-            background_ok=isinstance(getattr(runner, "inner", runner), (Snapshot, SpawnRunner)),
-            on_finish=on_finish,
-            accept_runner=self._accept_runner(before, after, redactor, wrap),
-        )
-
-    def _cross_cell_verifier(
-        self, target: str, cell: str, failures: list[Failure], defines: str, run: CellRun
-    ) -> Verifier:
-        """A candidate that defines the failing function is checked against its own cell and must
-        run every check (the failing cell first); any other one against the failing cell."""
-        transform = self._python
-        for_target = Gate(target, len(run.checks) + 1, transform=transform)
-        for_cell = Gate.for_failures(cell, failures, len(run.checks), transform=transform)
-
-        def verify(candidate: str, outcome: TrialOutcome) -> str:
-            gate = for_target if _defines(candidate, defines) else for_cell
-            return gate(candidate, outcome)
-
-        return verify
-
-    def _accept_runner(
-        self,
-        before: dict[str, Any],
-        after: dict[str, Any],
-        redactor: Redactor,
-        wrap: Callable[[Any], _TransformingRunner],
-    ) -> Callable[[], _TransformingRunner]:
-        """Trials from the live state as Accept will run the fix there: after Accept's own first
-        step, undoing the failed run's rebinds (done in the trial's fork only)."""
-
-        def make() -> _TransformingRunner:
-            if self._spawn_reason() is not None:
-                copy = dict(self.ip.user_ns)
-                _undo_rebinds(copy, before, after)
-                return wrap(SpawnRunner(copy, redactor, SandboxOptions()))
-            live, options = self.ip.user_ns, self._sandbox_options()
-
-            def setup() -> None:
-                options.child_setup()
-                _undo_rebinds(live, before, after)
-
-            return wrap(LiveForkRunner(live, redactor, replace(options, child_setup=setup)))
-
-        return make
-
     def _current_count(self, cell: str) -> int | None:
         """The execution count of the running %%refine cell (IPython has stored it as In[N] and
         counts N+1 while it runs), or None when it was not stored (run_cell_magic, tests)."""
@@ -563,99 +321,14 @@ class RefineMagics(Magics):
             if n != failing_count
         ]
 
-    def _saved_notebook(self) -> tuple[list[NotebookCell] | None, float | None]:
-        """The notebook file as saved (JupyterLab and VS Code say where it is), and when."""
-        path = notebook_path(self.ip.user_ns)
-        if not path:
-            return None, None
-        saved_at = None
-        with contextlib.suppress(OSError):
-            saved_at = os.path.getmtime(path)
-        return notebook_cells(path), saved_at
-
-    def _ground(
-        self,
-        session: RefineSession,
-        cell: str,
-        error: BaseException | None,
-        failing_count: int | None,
-        notes: list[str],
-        redactor: Redactor | None = None,
-    ) -> tuple[str, str, tuple[str, ...], str]:
-        """History for the prompt, and the cell to repair: when the error was raised in a
-        function or class another cell defined, that cell is the target, and the failing cell
-        becomes a check its candidates must make pass. Returns (history, code, extra checks,
-        the name of the function or class that failed)."""
-        executed = self._executed(failing_count)
-        if not executed:
-            return "", cell, (), ""
-        notebook, saved_at = self._saved_notebook()
-        names = free_names(self._python(cell))
-        report = analyse(executed, names, notebook, namespace=self.ip.user_ns, saved_at=saved_at)
-        history = report.render(min(3000, self.settings.prompt_budget // 5), redactor)
-        target = None
-        if error is not None:
-            counts = getattr(self.ip.compile, "_filename_map", None)
-            target = cross_cell_target(
-                error,
-                executed,
-                self.ip.user_ns,
-                counts=counts,
-                notebook=notebook,
-                current_cell_id=session.cell_id,
-            )
-        if target is None:
-            return history, cell, (), ""
-        notes.append(
-            target.note() + f" Reply with that whole cell fixed (it must define `{target.function}`), "
-            "or, if the fix belongs in the failing cell after all, with the failing cell fixed."
-        )
-        session.original_code = target.source
-        session.cell_id, session.cell_source = target.cell_id, target.source
-        return history, target.source, (self._python(cell),), target.function
-
-    def _budget(self, session: RefineSession) -> Callable[[list[Attempt]], str | None] | None:
-        """The loop's budget check: per session and per kernel, in tokens and in money."""
-        conf = self.settings
-        limits = (conf.budget_tokens, conf.budget_usd, conf.kernel_budget_tokens, conf.kernel_budget_usd)
-        if all(limit is None for limit in limits):
-            return None
-        prices = dict(conf.prices)
-
-        def check(this_run: list[Attempt]) -> str | None:
-            spent_now = total((r for a in this_run for r in a.replies), prices)
-            session_spent = total((r for a in session.attempts for r in a.replies), prices) + spent_now
-            kernel_spent = kernel_usage() + spent_now
-            for scope, spent, tokens, usd in (
-                ("session", session_spent, conf.budget_tokens, conf.budget_usd),
-                ("kernel", kernel_spent, conf.kernel_budget_tokens, conf.kernel_budget_usd),
-            ):
-                if tokens is not None and spent.tokens >= tokens:
-                    return (
-                        f"Stopped: the {scope} budget of {tokens:,} tokens is spent ({spent.tokens:,} used)."
-                    )
-                if usd is not None and spent.cost_usd is not None and spent.cost_usd >= usd:
-                    return f"Stopped: the {scope} budget of ${usd:.2f} is spent (${spent.cost_usd:.4f} used)."
-            return None
-
-        return check
-
-    def _provider_settings(self, run: CellRun) -> ProviderSettings:
-        return ProviderSettings(
-            model=run.model,
-            request_timeout=self.settings.request_timeout,
-            max_retries=self.settings.max_retries,
-        )
-
     def _rerun(self, cell: str) -> bool:
         result = self.ip.run_cell(cell, store_history=False)
         return bool(result.success)
 
     def _apply(self, code: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
         """Accept: undo the failed run's rebinds that nobody changed since, then run the fix."""
-        _undo_rebinds(self.ip.user_ns, before, after)
-        result = self.ip.run_cell(code, store_history=False)
-        return bool(result.success)
+        undo_rebinds(self.ip.user_ns, before, after)
+        return self._rerun(code)
 
     # ------------------------------------------------------------------ showing
 
@@ -733,39 +406,6 @@ class RefineMagics(Magics):
             ) from None
         except SessionStateError as err:
             raise UsageError(f"%refine {verb}: {err}") from None
-
-
-def _undo_rebinds(namespace: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
-    """Accept's first step: put back the names the failed run rebound, where nobody rebound them
-    since, so that the state advances as if only the fixed cell had run."""
-    for name, value in after.items():
-        if not _is_user_name(name) or before.get(name, _MISSING) is value:
-            continue
-        if namespace.get(name, _MISSING) is value:  # untouched since the failure
-            if name in before:
-                namespace[name] = before[name]
-            else:
-                namespace.pop(name, None)
-
-
-def _partial_run_note(code: str, statements_done: int) -> str:
-    """What the failed run had already done, for trials that start from the state it left."""
-    done = top_level_statements(code)[:statements_done]
-    bound = sorted(
-        {
-            node.id
-            for statement in done
-            for node in ast.walk(statement)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
-        }
-    )
-    if not done:
-        return "Trials start from the kernel state after the failure; the cell failed on its first statement."
-    names = f", which bound: {', '.join(bound[:20])}" if bound else ""
-    return (
-        f"No snapshot was taken before this cell ran: trials start from the state after the failure. "
-        f"The failed run had already executed its first {len(done)} statement(s){names}."
-    )
 
 
 def _fork_eval(fn: Callable[[], list[str]]) -> list[str]:

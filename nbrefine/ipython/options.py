@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar, cast
 
 from IPython.core import magic_arguments as _ma
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from ..engine import MODES, PolicyLockedError, TeachingPolicy, kernel_gate
+from ..engine import MODES, CellRun, PolicyLockedError, TeachingPolicy, kernel_gate
 from ..engine.config import Refine
 from ..sandbox import TrialPolicy
 
@@ -124,22 +123,6 @@ def _strict(parser: argparse.ArgumentParser) -> None:
 def help_text(magic: Callable[..., Any]) -> str:
     """``%refine help``: the text ``%%refine?`` shows, without IPython's reST code-block marker."""
     return (magic.__doc__ or "").replace("::\n\n  %%refine", "usage: %%refine", 1).strip()
-
-
-@dataclass(frozen=True)
-class CellRun:
-    """The settings of one %%refine run after config, environment and options are merged."""
-
-    provider: str
-    model: str
-    max_attempts: int
-    timeout: float
-    checks: tuple[str, ...]
-    snapshot: bool
-    policy: TrialPolicy
-    teaching: TeachingPolicy
-    cache: bool = True
-    candidates: int = 1
 
 
 def resolve(magic: Callable[..., Any], settings: Refine, line: str) -> CellRun:
