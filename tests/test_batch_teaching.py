@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from nbrefine.engine import RepairTask
-from nbrefine.engine.teaching import WITHHELD_BLOCK, guard_reply
+from nbrefine.engine.teaching import guard_reply, withheld_note
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import capture_failure
 from nbrefine.sandbox import LiveForkRunner
@@ -49,7 +49,8 @@ def test_the_answer_to_the_cell_above_is_withheld_from_the_test_cells_hint() -> 
     guarded = guard_reply(reply, task, runner, timeout_s=5)
 
     assert guarded.withheld == 1, guarded.snippets
-    assert "sum(prices)" not in guarded.text and WITHHELD_BLOCK in guarded.text
+    assert "sum(prices)" not in guarded.text
+    assert guarded.text == f"Then the test passes.\n\n{withheld_note(1)}"  # "Just use this:" went too
     assert guarded.snippets[0].reason == "it passes run before the cell"
 
 

@@ -22,8 +22,6 @@ from nbrefine.engine import SYSTEM_PROMPT, LoopEvent, RepairTask, apply_policy_l
 from nbrefine.engine.teaching import (
     MODES,
     TEACHING_SYSTEM_PROMPT,
-    WITHHELD_BLOCK,
-    WITHHELD_INLINE,
     HintLedger,
     OfflineTutor,
     PolicyGate,
@@ -37,6 +35,7 @@ from nbrefine.engine.teaching import (
     teach,
     teaching_request,
     tutor_text,
+    withheld_note,
 )
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import capture_failure
@@ -117,13 +116,15 @@ def test_disobeying_model_in_hint_mode_full_cell_is_withheld_and_the_rest_kept()
     )
     assert result.status == "hint" and result.withheld == 1
     assert result.checked == 2  # the block, and `len(...)`: checked too, and shown
-    assert "`len(...)`" in result.text
     assert "sum(xs) / len(xs)" not in result.text
-    assert WITHHELD_BLOCK in result.text
-    assert "You're nearly there!" in result.text and "Keep it up!" in result.text
-    assert result.step.header() == "Hint 1 of 3"
-    assert result.counter == "Hints used: 1 of 3" and ledger.used(HintLedger.key(task)) == 1
-    assert "Hint 1 of 3" in result.render() and "(Hints used: 1 of 3)" in result.render()
+    # The lead-in of the withheld block goes with it; one note at the end says why.
+    assert result.text == (
+        "You're nearly there! On line 2 the name in `len(...)` is not the list you were given.\n\n"
+        "Keep it up!\n\nOne example was withheld because it would give away the solution."
+    )
+    assert result.step.header() == "Hint 1 of 3" and ledger.used(HintLedger.key(task)) == 1
+    assert result.render() == f"Hint 1 of 3\n\n{result.text}"  # the count, once: no "Hints used"
+    assert result.render(header=False) == result.text and result.last_note == ""
     # The reply never streamed out: no event carries the model's text.
     assert [kind for kind, _ in events] == ["teaching_request", "teaching_reply", "guard_done"]
     declared = {get_args(get_type_hints(t)["kind"])[0]: t.__required_keys__ for t in get_args(LoopEvent)}
@@ -149,10 +150,7 @@ def test_inline_one_line_fix_of_the_failing_line_is_withheld_and_the_sentence_ke
     reply = "Look closely at line 2. Write `return sum(xs) / len(xs)` there and you are done. You can do it!"
     guarded = guard_reply(reply, task, runner, timeout_s=5)
     assert guarded.withheld == 1
-    assert (
-        guarded.text
-        == f"Look closely at line 2. Write {WITHHELD_INLINE} there and you are done. You can do it!"
-    )
+    assert guarded.text == f"Look closely at line 2. You can do it!\n\n{withheld_note(1)}"
     assert guarded.snippets[0].reason == "it passes in place of line 2"
 
 
@@ -161,7 +159,7 @@ def test_unquoted_fix_in_a_sentence_and_an_unfenced_function_are_withheld():
     sentence = "Change line 2 to return sum(1 for c in word.lower() if c in 'aeiou'). Good luck!"
     guarded = guard_reply(sentence, task, runner, timeout_s=5)
     assert guarded.withheld == 1 and "word.lower()" not in guarded.text
-    assert guarded.text == f"Change line 2 to {WITHHELD_INLINE}. Good luck!"
+    assert guarded.text == f"Good luck!\n\n{withheld_note(1)}" and guarded.prose == "Good luck!"
     unfenced = (
         "Try this:\n\n"
         "def count_vowels(word):\n"
@@ -170,7 +168,7 @@ def test_unquoted_fix_in_a_sentence_and_an_unfenced_function_are_withheld():
     )
     guarded = guard_reply(unfenced, task, runner, timeout_s=5)
     assert guarded.withheld == 1 and "casefold" not in guarded.text
-    assert guarded.text == f"Try this:\n\n{WITHHELD_BLOCK}\n\nThat handles capitals."
+    assert guarded.text == f"That handles capitals.\n\n{withheld_note(1)}"
 
 
 def test_a_fixed_sub_expression_is_withheld_but_pointers_are_shown():
@@ -186,16 +184,20 @@ def test_a_fixed_sub_expression_is_withheld_but_pointers_are_shown():
 def test_every_kind_of_fence_is_checked():
     task, runner = failing(MEAN)
     fixed = "def mean(xs):\n    return sum(xs) / len(xs)"
-    for reply in (
-        f"Untagged:\n```\n{fixed}\n```\nbye",
-        f"Other tag:\n```text\n{fixed}\n```\nbye",
-        f"Tildes:\n~~~py\n{fixed}\n~~~\nbye",
-        f"Cut off at the end:\n```python\n{fixed}",
-        "Indented in a list:\n1. like this\n" + textwrap.indent(block(fixed), "   ") + "\nbye",
+    for reply, left in (
+        (f"Untagged:\n```\n{fixed}\n```\nbye", "bye"),  # the lead-in ending in ':' goes with it
+        (f"Other tag:\n```text\n{fixed}\n```\nbye", "bye"),
+        (f"Tildes:\n~~~py\n{fixed}\n~~~\nbye", "bye"),
+        (f"Cut off at the end:\n```python\n{fixed}", ""),
+        (
+            "Indented in a list:\n1. like this\n" + textwrap.indent(block(fixed), "   ") + "\nbye",
+            "Indented in a list:\n1. like this\nbye",
+        ),
     ):
         guarded = guard_reply(reply, task, runner, timeout_s=5)
         assert guarded.withheld == 1, reply
-        assert "len(xs)" not in guarded.text and WITHHELD_BLOCK in guarded.text
+        assert "len(xs)" not in guarded.text and guarded.text.endswith(withheld_note(1))
+        assert guarded.prose == left, guarded.text
 
 
 def test_a_diff_or_a_console_session_that_solves_it_is_withheld():
@@ -207,6 +209,127 @@ def test_a_diff_or_a_console_session_that_solves_it_is_withheld():
     ):
         guarded = guard_reply(reply, task, runner, timeout_s=5)
         assert guarded.withheld == 1 and "len(xs)" not in guarded.text, reply
+
+
+CAPITALS = (
+    "def count_vowels(s):\n"
+    "    return sum(1 for c in s if c in 'aeiou')\n\n"
+    "assert count_vowels('AEIOU') == 5\n"
+)
+
+
+def test_a_comparison_of_literals_solves_nothing_and_is_shown():
+    # The bug is case: capitals are never counted. With `'a' in 'aeiou'` (True) in place of
+    # `c in 'aeiou'` every letter counts, and the one check, all vowels, cannot tell that from
+    # the fix: the trial passed and the guard withheld an example that solves nothing.
+    task, runner = failing(CAPITALS)
+    reply = (
+        "Python compares letters exactly: `'a' in 'aeiou'` is `True`, but `'A' in 'aeiou'` is `False`, "
+        "and `'A'.lower() in 'aeiou'` is `True` again. Which letters does your check pass?"
+    )
+    guarded = guard_reply(reply, task, runner, timeout_s=5)
+    assert guarded.text == reply and guarded.withheld == 0 and guarded.checked == 3
+    assert {s.reason for s in guarded.snippets} == {
+        "it compares literals only (always True or always False), like a literal shown as it is"
+    }
+    # The fix itself is still withheld, and so is a comparison of literals that fixes one.
+    assert guard_reply("Use `c.lower() in 'aeiou'`.", task, runner, timeout_s=5).withheld == 1
+    task, runner = failing("later = 'banana' < 'apple'\nassert later\n")
+    guarded = guard_reply("Turn it round: `'banana' > 'apple'`.", task, runner, timeout_s=5)
+    assert guarded.withheld == 1 and guarded.snippets[0].reason == "it passes in place of part of line 1"
+
+
+class _FlakyRunner:
+    """A sandbox whose first ``breaks`` trials cannot decide (a fork lost under load), then works."""
+
+    def __init__(self, inner: LiveForkRunner, breaks: int, status: str = "sandbox_error") -> None:
+        self.inner, self.breaks, self.status = inner, breaks, status
+        self.specs: list[TrialSpec] = []
+
+    def run(self, spec: TrialSpec) -> TrialOutcome:
+        self.specs.append(spec)
+        if len(self.specs) <= self.breaks:
+            return TrialOutcome(self.status, detail="the trial process was lost")  # type: ignore[arg-type]
+        return self.inner.run(spec)
+
+
+@pytest.mark.parametrize("status", ["sandbox_error", "timeout"])
+def test_a_trial_that_could_not_decide_is_run_again_before_anything_is_withheld(status: str):
+    task, runner = failing(MEAN)
+    flaky = _FlakyRunner(runner, breaks=1, status=status)
+    wrong = "def mean(xs):\n    return sum(xs) / 2"
+    guarded = guard_reply(f"Still wrong:\n\n{block(wrong)}", task, flaky, timeout_s=5)
+    assert guarded.withheld == 0 and guarded.snippets[0].reason == "no trial of it passed"
+    assert flaky.specs[0] == flaky.specs[1] and guarded.trials == len(flaky.specs)
+
+    flaky = _FlakyRunner(runner, breaks=2, status=status)  # twice: withheld to be safe, as before
+    guarded = guard_reply(f"Still wrong:\n\n{block(wrong)}", task, flaky, timeout_s=5)
+    assert (
+        guarded.withheld == 1
+        and f"ended with {status}, so it was withheld to be safe" in guarded.snippets[0].reason
+    )
+
+
+VOWEL_LOOP = (
+    "def count_vowels(word):\n"
+    "    count = 0\n"
+    "    for letter in word:\n"
+    '        if letter in "aeiou":\n'
+    "            count += 1\n"
+    "    return count\n\n\n"
+    'assert count_vowels("banana") == 3\n'
+    'assert count_vowels("Apple") == 2\n'
+)
+FIX = '`letter.lower() in "aeiou"`'
+
+
+@pytest.mark.parametrize(
+    ("reply", "left"),
+    [
+        (  # the issue's hint 3: a lead-in, then the block that solves it
+            "Python compares letters exactly, so 'A' never matches anything in \"aeiou\". Make each "
+            "letter lower case before you compare it. For example:\n\n"
+            '```python\nif letter.lower() in "aeiou":\n```',
+            "Python compares letters exactly, so 'A' never matches anything in \"aeiou\". Make each "
+            "letter lower case before you compare it.",
+        ),
+        (  # the code in the last clause of a sentence: the clause goes
+            f"On line 4, capitals are never counted. Python compares letters exactly, so {FIX} would "
+            "count them too. Try it!",
+            "On line 4, capitals are never counted. Python compares letters exactly. Try it!",
+        ),
+        (  # a first clause that cannot stand alone: the sentence goes
+            f"If you write {FIX} on line 4, every check passes. You are close!",
+            "You are close!",
+        ),
+        (  # a list item led in with a colon
+            'Two steps:\n\n- Look at line 4.\n- Then change it to this: `if letter.lower() in "aeiou":`\n\n'
+            "You are close.",
+            "Two steps:\n\n- Look at line 4.\n\nYou are close.",
+        ),
+    ],
+    ids=["for-example-block", "last-clause", "dependent-first-clause", "list-item"],
+)
+def test_a_reply_with_code_withheld_still_reads_well(reply: str, left: str):
+    task, runner = failing(VOWEL_LOOP)
+    guarded = guard_reply(reply, task, runner, timeout_s=5)
+    assert guarded.withheld == 1 and "lower()" not in guarded.text
+    assert guarded.text == f"{left}\n\nOne example was withheld because it would give away the solution."
+
+
+def test_several_pieces_withheld_get_one_note_and_the_rest_is_kept():
+    task, runner = failing(VOWEL_LOOP)
+    reply = (
+        "Capital letters are the trouble: `'A' in 'aeiou'` is `False`. You could write "
+        f'{FIX}, or:\n\n```python\nif letter.casefold() in "aeiou":\n```\n\n'
+        "Either way, run the cell again."
+    )
+    guarded = guard_reply(reply, task, runner, timeout_s=5)
+    assert guarded.withheld == 2 and guarded.checked == 3
+    assert guarded.text == (
+        "Capital letters are the trouble: `'A' in 'aeiou'` is `False`.\n\nEither way, run the cell again."
+        "\n\n2 examples were withheld because they would give away the solution."
+    )
 
 
 def test_the_students_own_code_is_shown_without_a_trial():
@@ -330,8 +453,13 @@ def test_graduated_levels_carry_earlier_hints_then_stop_without_allow_solution()
         "Hint 3 of 3",
         "No hints left for this cell",
     ]
-    assert [r.counter for r in results] == [f"Hints used: {n} of 3" for n in (1, 2, 3, 3)]
+    assert [r.hints_used for r in results] == [1, 2, 3, 3]
     assert [r.text for r in results[:3]] == hints
+    # The header counts; only the last hint adds a note, and no line counts them again.
+    assert [r.last_note for r in results] == ["", "", "That was the last hint for this cell.", ""]
+    assert results[2].render() == f"Hint 3 of 3\n\n{hints[2]}\n\nThat was the last hint for this cell."
+    assert results[3].render().startswith("No hints left for this cell\n\nYou've used all the hints")
+    assert not any("used:" in r.render() for r in results)
     first, second, third = (r.user for r in provider.requests)
     assert "Give hint 1 of 3: a gentle nudge" in first and "already given" not in first
     assert "Give hint 2 of 3: more specific" in second and hints[0] in second and hints[1] not in second

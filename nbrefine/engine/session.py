@@ -514,7 +514,7 @@ class RefineSession:
         if self.failure is not None:
             parts.append("the cell failed with " + describe_failure(self.failure, self.line_offset))
         if self.status == "hint" and self.teaching is not None:
-            parts.append(self.teaching.render())
+            parts.append(self.teaching.render(header=False))  # the headline says "Hint 1 of 3"
             return "\n".join(parts)
         if self.fixed_code is not None:
             parts.append(self.diff(color=color))

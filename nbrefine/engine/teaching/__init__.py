@@ -5,7 +5,8 @@
 - :mod:`.hints`: hints per failing cell (:class:`HintLedger`) and what asking again gives
   (:func:`next_step`);
 - :mod:`.prompt`: the tutor's prompt (:func:`teaching_request`);
-- :mod:`.guard`: the guarantee that no code in a reply solves the cell (:func:`guard_reply`);
+- :mod:`.guard`: the guarantee that no code in a reply solves the cell (:func:`guard_reply`), and
+  :mod:`.rewrite`: the reply without that code, still readable;
 - :mod:`.texts` and :mod:`.tutor`: the offline tutor, nbrefine's own explanations and hints
   without a model;
 - :mod:`.turn`: one teaching turn (:func:`teach`), which the session runs.
@@ -13,7 +14,8 @@
 The kernel's own gate and ledger are kept by :mod:`nbrefine.engine.state` (``kernel_gate()``,
 ``kernel_ledger()``, ``install_notebook_policy``, ``apply_policy_line``).
 
-Inside, imports go one way: policy, then hints, then prompt, guard and texts, then tutor, then turn.
+Inside, imports go one way: policy, then hints, then prompt, rewrite, guard and texts, then tutor,
+then turn.
 May import: the standard library, :mod:`nbrefine._errors`, :mod:`nbrefine._argparse`, the layers below
 the engine and the engine's loop and prompt; never IPython or nbrefine's adapters (the magic, the
 panel and the CLI adapt this package).
@@ -22,7 +24,7 @@ panel and the CLI adapt this package).
 from __future__ import annotations
 
 from ..._errors import PolicyLockedError
-from .guard import WITHHELD_BLOCK, WITHHELD_INLINE, GuardedReply, SnippetCheck, guard_reply
+from .guard import GuardedReply, SnippetCheck, guard_reply
 from .hints import HintLedger, TeachingStep, hints_counter, next_step
 from .policy import (
     MODES,
@@ -34,6 +36,7 @@ from .policy import (
     policy_from_notebook,
 )
 from .prompt import TEACHING_SYSTEM_PROMPT, teaching_request
+from .rewrite import withheld_note
 from .turn import TeachingResult, teach
 from .tutor import OfflineTutor, tutor_text
 
@@ -41,8 +44,6 @@ __all__ = [
     "MODES",
     "TEACHING_MODES",
     "TEACHING_SYSTEM_PROMPT",
-    "WITHHELD_BLOCK",
-    "WITHHELD_INLINE",
     "GuardedReply",
     "HintLedger",
     "OfflineTutor",
@@ -61,4 +62,5 @@ __all__ = [
     "teach",
     "teaching_request",
     "tutor_text",
+    "withheld_note",
 ]

@@ -3,10 +3,12 @@
 **The guarantee.** In the teaching modes, whatever the model returns, :func:`guard_reply`
 trial-runs every piece of code in the reply, with the same runner and checks the repair loop
 uses, and withholds each piece that would make the cell pass (its docstring lists exactly
-what is tried). Code whose trials all fail is shown: it cannot solve the exercise.
+what is tried). Code whose trials all fail is shown: it cannot solve the exercise. The reply is
+then rewritten around what was withheld (:mod:`.rewrite`), so that it still reads well.
 
-May import: the standard library, :mod:`nbrefine.sandbox` (trial specs and policy), and the
-engine's loop (the runner protocol, :func:`normalize_code`) and prompt (:class:`RepairTask`).
+May import: the standard library, :mod:`nbrefine.sandbox` (trial specs and policy), the engine's
+loop (the runner protocol, :func:`normalize_code`) and prompt (:class:`RepairTask`), and
+:mod:`.rewrite`.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from ...sandbox import TrialPolicy, TrialSpec
 from ..loop import normalize_code
 from ..prompt import RepairTask
 from ..types import TrialRunner
+from .rewrite import take_out, withheld_note
 
-WITHHELD_BLOCK = "[a code example was withheld here: it would give away the solution]"
-WITHHELD_INLINE = "[code withheld: it would give away the solution]"
+#: Trial endings that may not happen again (a fork lost, a machine too busy): such a trial runs
+#: once more before its piece of code is withheld to be safe.
+_RETRIED = frozenset({"timeout", "sandbox_error"})
+_CONSTANT = "it compares literals only (always True or always False), like a literal shown as it is"
 
 
 @dataclass(frozen=True)
@@ -40,13 +45,19 @@ class SnippetCheck:
 
 @dataclass(frozen=True)
 class GuardedReply:
-    """A reply with every piece of code that would pass the cell replaced by a placeholder."""
+    """A reply with every piece of code that would pass the cell taken out, and ``note`` (at the
+    end of ``text``) saying so; ``prose`` is the rest."""
 
     text: str
     withheld: int
     checked: int
     trials: int = 0
     snippets: tuple[SnippetCheck, ...] = ()
+    note: str = ""
+
+    @property
+    def prose(self) -> str:
+        return self.text.removesuffix(self.note).strip()
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,19 @@ def _trivial(node: ast.expr) -> bool:
     return True
 
 
+def _constant_comparison(code: str) -> bool:
+    """A comparison of literals (``'A' in 'aeiou'``, ``'A'.lower() in 'aeiou'``): it reads no
+    name, so it is always True or always False, whatever the cell's data."""
+    tree = parse_cell(code)
+    if tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return False
+    value = tree.body[0].value
+    truth = isinstance(value, (ast.Compare, ast.BoolOp)) or (
+        isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)
+    )
+    return truth and not any(isinstance(node, ast.Name) for node in ast.walk(value))
+
+
 def _code_like(tree: ast.Module) -> bool:
     for stmt in tree.body:
         if isinstance(stmt, ast.Expr):
@@ -132,8 +156,12 @@ def _code_like(tree: ast.Module) -> bool:
     return False
 
 
-def _looks_like_code(code: str) -> bool:
+def _looks_like_code(code: str, header: bool = False) -> bool:
+    """Whether ``code`` parses as Python that computes something; with ``header``, also a lone
+    compound statement header (`if c.lower() in 'aeiou':`: marked as code, not prose ending in ':')."""
     tree = parse_cell(code)
+    if tree is None and header and code.strip().endswith(":") and "\n" not in code.strip():
+        tree = parse_cell(code.strip() + "\n    pass")
     return tree is not None and bool(tree.body) and _code_like(tree)
 
 
@@ -220,7 +248,7 @@ def _find_snippets(text: str) -> list[_Snippet]:
     for start, end in zip(bounds[::2], bounds[1::2], strict=True):
         for match in _INLINE.finditer(text, start, end):
             code = match.group(2).strip()
-            if _looks_like_code(code):
+            if _looks_like_code(code, header=True):
                 found.append(_Snippet("inline", match.start(), match.end(), code))
         found.extend(_bare_code(text, start, end))
     return sorted(found, key=lambda s: s.start)
@@ -370,7 +398,9 @@ class _Judge:
 
     # ------------------------------------------------------------------ candidates
 
-    def candidates(self, code: str) -> list[tuple[str, tuple[str, ...], str]]:
+    def candidates(self, code: str, constant: bool = False) -> list[tuple[str, tuple[str, ...], str]]:
+        """The cells ``code`` could stand for. A ``constant`` comparison stands in for no line
+        and for no part of a line that reads a name (see :func:`guard_reply`)."""
         cell = self.cell
         tree = parse_cell(code)
         header = False
@@ -393,9 +423,10 @@ class _Judge:
             if any(kind == "name" and name in cell.reads for kind, name in keys - cell.keys):
                 found.append((f"{code}\n{cell.code}", cell.checks, "run before the cell"))
         if "\n" not in code.strip() and len(tree.body) == 1:
-            found.extend(self.line_swaps(code.strip(), tree.body[0], header))
+            if not constant:
+                found.extend(self.line_swaps(code.strip(), tree.body[0], header))
             if not header and isinstance(tree.body[0], ast.Expr):
-                found.extend(self.expression_swaps(code.strip()))
+                found.extend(self.expression_swaps(code.strip(), constant))
         return found
 
     def splice(self, code: str, tree: ast.Module) -> str | None:
@@ -447,8 +478,9 @@ class _Judge:
             found.append((cell.replace_lines(first, last, line), cell.checks, f"in place of line {lineno}"))
         return found
 
-    def expression_swaps(self, expr: str) -> list[tuple[str, tuple[str, ...], str]]:
-        """The cell with an expression snippet in place of the part of a line it resembles."""
+    def expression_swaps(self, expr: str, constant: bool = False) -> list[tuple[str, tuple[str, ...], str]]:
+        """The cell with an expression snippet in place of the part of a line it resembles (for a
+        ``constant`` one, a part that reads no name either)."""
         cell = self.cell
         scored: list[tuple[float, int, int, int]] = []
         failing_values = set()
@@ -468,6 +500,7 @@ class _Judge:
             and n.end_lineno == n.lineno
             and n.end_col_offset is not None
             and not _trivial(n)
+            and not (constant and any(isinstance(sub, ast.Name) for sub in ast.walk(n)))
         ]
         for sub in nodes[:3000]:
             assert sub.end_col_offset is not None
@@ -496,31 +529,43 @@ class _Judge:
             return verdict(False, "empty")
         if self.cell.is_own(code):
             return verdict(False, "the student's own code, unchanged")
-        candidates = [c for variant in _variants(code) for c in self.candidates(variant)]
+        constant = _constant_comparison(code)
+        candidates = [c for variant in _variants(code) for c in self.candidates(variant, constant)]
         if not candidates:
-            return verdict(False, "it cannot stand in for the cell or any line of it")
-        trials = 0
+            return verdict(
+                False, _CONSTANT if constant else "it cannot stand in for the cell or any line of it"
+            )
+        before, safe = self.trials, "so it was withheld to be safe"
         for candidate, checks, how in candidates:
             if normalize_code(candidate) == self.cell.normal:
                 continue
-            key = (candidate, checks)
-            result = self.verdicts.get(key)
+            result = self.outcome(candidate, checks)
+            trials = self.trials - before
             if result is None:
-                if self.trials >= self.max_trials or time.monotonic() > self.deadline:
-                    return verdict(
-                        True, "there was no time left to try it, so it was withheld to be safe", trials
-                    )
-                result = self.trial(candidate, checks)
-                self.verdicts[key] = result
-                self.trials += 1
-                trials += 1
+                return verdict(True, f"there was no time left to try it, {safe}", trials)
             if result == "passed":
                 return verdict(True, f"it passes {how}", trials)
             if result != "failed":
-                return verdict(
-                    True, f"its trial {how} ended with {result}, so it was withheld to be safe", trials
-                )
-        return verdict(False, "no trial of it passed", trials)
+                return verdict(True, f"its trial {how} ended with {result}, {safe}", trials)
+        return verdict(False, "no trial of it passed", self.trials - before)
+
+    def outcome(self, candidate: str, checks: tuple[str, ...]) -> str | None:
+        """How the trial of ``candidate`` ended (each candidate is run once per reply); one that
+        may end otherwise another time (:data:`_RETRIED`) runs once more. ``None``: no trial or
+        time was left."""
+        key = (candidate, checks)
+        if key in self.verdicts:
+            return self.verdicts[key]
+        result = ""
+        for _ in range(2):
+            if self.trials >= self.max_trials or time.monotonic() > self.deadline:
+                return None
+            result = self.trial(candidate, checks)
+            self.trials += 1
+            if result not in _RETRIED:
+                break
+        self.verdicts[key] = result
+        return result
 
     def trial(self, code: str, checks: tuple[str, ...]) -> str:
         spec = TrialSpec(code=code, checks=checks, timeout_s=self.timeout_s, policy=self.policy)
@@ -582,11 +627,21 @@ def guard_reply(
     4. for an expression: the cell with it in place of the part of a line most like it.
 
     An assert that failed as an assert is never replaced (the check is right, the code before
-    it is not); a broken assert (say, a misspelt name in it) is, by an assert only. A piece is
-    withheld when a trial passes; also, to be safe, when a trial cannot decide (timeout,
-    sandbox error, refused action, ...) or when ``max_trials`` or ``budget_s`` (default: 6
-    trial timeouts, at least 30 s) run out. The student's own lines, unchanged, are shown as
-    they are. Prose that describes a fix in words is not code and is not checked.
+    it is not); a broken assert (say, a misspelt name in it) is, by an assert only. A comparison
+    of literals (``'A' in 'aeiou'``) is always True or always False: in place of a line, or of a
+    part of a line that reads a name, it does what the literal would (drop the line, make the
+    code ignore its data), which passes only checks too weak to tell, and literals are shown as
+    they are; it is tried only in place of a part that reads no name either.
+
+    A piece is withheld when a trial passes; also, to be safe, when a trial cannot decide
+    (timeout, sandbox error, refused action, ...; a timeout or a sandbox error is run once more
+    first) or when ``max_trials`` or ``budget_s`` (default: 6 trial timeouts, at least 30 s) run
+    out. The student's own lines, unchanged, are shown as they are. Prose that describes a fix
+    in words is not code and is not checked.
+
+    What is withheld is taken out with what depends on it (:func:`.rewrite.take_out`: the
+    sentence leading into a block with a colon, the sentence or clause around inline code), and
+    one note at the end says so.
     """
     text = text.replace("\r\n", "\n")
     snippets = _find_snippets(text)
@@ -600,30 +655,24 @@ def guard_reply(
     checks: dict[int, SnippetCheck] = {}
     for index in sorted(range(len(snippets)), key=lambda i: order[snippets[i].kind]):
         checks[index] = judge.check(snippets[index])
-    pieces: list[str] = []
-    position = 0
-    for index, snippet in enumerate(snippets):
-        if checks[index].withheld:
-            pieces.append(text[position : snippet.start])
-            pieces.append(WITHHELD_BLOCK if _whole_lines(text, snippet) else WITHHELD_INLINE)
-            position = snippet.end
-    pieces.append(text[position:])
     results = tuple(checks[i] for i in range(len(snippets)))
+    withheld = [
+        (s.start, s.end, _whole_lines(text, s)) for s, c in zip(snippets, results, strict=True) if c.withheld
+    ]
+    note = withheld_note(len(withheld)) if withheld else ""
+    prose = take_out(text, withheld) if withheld else text
     return GuardedReply(
-        text="".join(pieces),
-        withheld=sum(c.withheld for c in results),
+        text=f"{prose}\n\n{note}".strip() if note else text,
+        withheld=len(withheld),
         checked=len(results),
         trials=judge.trials,
         snippets=results,
+        note=note,
     )
 
 
 def _whole_lines(text: str, snippet: _Snippet) -> bool:
-    """Whether the snippet fills its lines (a block placeholder fits) or sits in a sentence."""
+    """Whether the snippet fills its lines (taken out, they go) or sits in a sentence."""
     before = text[: snippet.start].rsplit("\n", 1)[-1]
     after = text[snippet.end :].split("\n", 1)[0]
     return snippet.kind == "block" or not (before.strip() or after.strip())
-
-
-def prose_left(text: str) -> str:
-    return re.sub(r"\s+", " ", text.replace(WITHHELD_BLOCK, "").replace(WITHHELD_INLINE, "")).strip()

@@ -17,7 +17,7 @@ from ...providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
 from ...sandbox import TrialPolicy
 from ..prompt import RepairTask
 from ..types import EventCallback, TrialRunner, emit
-from .guard import GuardedReply, guard_reply, prose_left
+from .guard import GuardedReply, guard_reply
 from .hints import HintLedger, StepKind, TeachingStep, exhausted_text, next_step
 from .policy import TeachingPolicy
 from .prompt import teaching_request
@@ -53,11 +53,12 @@ class TeachingResult:
     guard: GuardedReply | None = field(default=None, repr=False)
 
     @property
-    def counter(self) -> str:
-        """ "Hints used: 2 of 3" (for the panel)."""
-        noun = "Explanations" if self.mode == "explain" else "Hints"
-        cap = self.hint_cap
-        return f"{noun} used: {self.hints_used}" + (f" of {cap}" if cap else "")
+    def last_note(self) -> str:
+        """ "That was the last hint for this cell." under the last one ('' under the others): the
+        header ("Hint 3 of 3") already says how many there are, so nothing else counts them."""
+        if self.status != "hint" or self.next_kind == self.step.kind:
+            return ""
+        return f"That was the last {'explanation' if self.mode == 'explain' else 'hint'} for this cell."
 
     @property
     def more_available(self) -> bool:
@@ -73,12 +74,11 @@ class TeachingResult:
             "solution": "Show the full solution",
         }.get(self.next_kind, "")
 
-    def render(self) -> str:
-        """Plain text for a terminal or a text panel."""
-        parts = [self.step.header()] if self.step.header() else []
-        parts.append(self.text if self.status != "error" else self.message)
-        if self.status in ("hint", "exhausted"):
-            parts.append(f"({self.counter})")
+    def render(self, *, header: bool = True) -> str:
+        """Plain text for a terminal or a text panel: the header ("Hint 2 of 3"; left out with
+        ``header=False``, under a headline that says it), the text, the note under the last one."""
+        parts = [self.step.header() if header else ""]
+        parts += [self.text if self.status != "error" else self.message, self.last_note]
         return "\n\n".join(p for p in parts if p)
 
 
@@ -169,10 +169,11 @@ def teach(
         },
     )
     shown = guarded.text.strip()
-    if len(prose_left(shown)) < 40:
+    if len(" ".join(guarded.prose.split())) < 40:  # nothing much left: nbrefine's own hint too
         own = tutor.reply(task, mode=mode, level=level, **grounding).text
         what = "explanation" if mode == "explain" else "hint"
-        shown = f"{shown}\n\nHere is nbrefine's own {what} instead: {own}" if shown else own
+        instead = f"Here is nbrefine's own {what} instead: {own}" if shown else own
+        shown = "\n\n".join(p for p in (guarded.prose, f"{guarded.note} {instead}".strip()) if p)
     hints_used = ledger.record(key, shown)
     return TeachingResult(
         step,
