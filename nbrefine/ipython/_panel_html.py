@@ -403,9 +403,8 @@ def hints_html(shown: list[TeachingResult], teaching: TeachingResult) -> str:
     ]
     if teaching.status == "exhausted":
         blocks.append(f'<div class="nbr-note">{html.escape(teaching.text)}</div>')
-    elif not teaching.more_available and shown:
-        kind = "explanation" if teaching.mode == "explain" else "hint"
-        blocks.append(f'<div class="nbr-note">That was the last {kind} for this cell.</div>')
+    elif teaching.last_note and shown:
+        blocks.append(f'<div class="nbr-note">{html.escape(teaching.last_note)}</div>')
     return "".join(blocks)
 
 
