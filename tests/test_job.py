@@ -300,14 +300,16 @@ def test_an_error_in_another_cells_function_retargets_the_job_at_that_cell() -> 
     assert job.config.verifier(fixed, outcome) == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kept from magics.py as it was: the job's runner wraps the cross-cell runner twice, so a "
-    "candidate for the failing cell loses the user's first check as well as the failing cell",
-)
 def test_a_cross_cell_candidate_for_the_failing_cell_keeps_the_users_checks() -> None:
     _, job = cross_cell(("assert value == 8",))
     fixed = "value = 10 - tax"
     outcome = job.runner.run(candidate(job, fixed))
     assert outcome.ok and outcome.checks_total == 1, outcome.one_line()
     assert job.config.verifier is not None and job.config.verifier(fixed, outcome) == ""
+
+
+def test_after_the_snapshot_is_freed_a_candidate_for_the_failing_cell_is_still_tried_as_one() -> None:
+    _, job = cross_cell(())
+    job.release()  # "Try again" after the snapshot was freed: trials fork from the live state
+    outcome = job.current_runner().run(candidate(job, "value = 10 - tax"))
+    assert outcome.ok, outcome.one_line()

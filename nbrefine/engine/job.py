@@ -301,12 +301,9 @@ class JobBuilder:
         failing_at = (session.cell_id, session.cell_source)  # grounding may retarget the session
         ground = self._ground(session, cell, error, failing_count, notes, redactor)
         wrap = self._wrapper(ground)
-        verifier = None
-        if ground.first_checks:
-            # A candidate that defines the failing function is for its cell, and must make the
-            # failing cell pass; any other candidate is a fix of the failing cell itself.
-            verifier = self._cross_cell_verifier(ground, cell, failures, run)
-            runner = _CrossCellRunner(runner, ground.defines)
+        # Cross-cell: a candidate that defines the failing function is for its cell, and must make
+        # the failing cell pass; any other candidate is a fix of the failing cell itself.
+        verifier = self._cross_cell_verifier(ground, cell, failures, run) if ground.first_checks else None
         task = RepairTask(
             code=ground.code,
             failures=tuple(failures),
@@ -328,11 +325,10 @@ class JobBuilder:
             redactor=redactor,
             config=self._loop_config(run, session, verifier),
             free=snapshot.close if snapshot is not None else (lambda: None),
-            fallback=lambda: _TransformingRunner(
-                LiveForkRunner(self.kernel.namespace, redactor, self.kernel.sandbox_options()),
-                self.kernel.transform,
+            fallback=lambda: wrap(
+                LiveForkRunner(self.kernel.namespace, redactor, self.kernel.sandbox_options())
             ),
-            background_ok=isinstance(getattr(runner, "inner", runner), (Snapshot, SpawnRunner)),
+            background_ok=isinstance(runner, (Snapshot, SpawnRunner)),
             on_finish=self._on_finish(session, cell, failing_at, ground),
             accept_runner=self._accept_runner(before, after, redactor, wrap),
         )
