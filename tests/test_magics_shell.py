@@ -211,6 +211,19 @@ def test_locked_hint_policy_cannot_be_loosened_and_never_shows_the_solution(shel
         shell.run_line_magic("refine", "accept")
 
 
+def test_the_text_view_names_the_failure_once_and_says_when_hints_are_used_up(shell, scripted, capsys):
+    shell.run_line_magic("refine", "policy --mode hint --max-hints 1")
+    with pytest.raises(nbrefine.NbrefineError):
+        refine(shell, "def mean(xs):\n    return sum(xs) / len(x)\n\nmean([1, 2])", "--provider offline")
+    out = capsys.readouterr().out
+    assert out.count("name 'x' is not defined") == 2, out  # the traceback, then nbrefine's one line
+    assert out.count("Hint 1 of 1") == 1 and "That was the last hint for this cell." in out
+    assert "Hints used" not in out
+    shell.run_line_magic("refine", "hint")  # none left: say so, do not print the last one again
+    out = capsys.readouterr().out
+    assert "You've used all the hints for this cell" in out and "Hint 1 of 1" not in out
+
+
 def test_error_inside_a_function_from_another_cell_targets_that_cell(shell, scripted):
     shell.run_cell("rate = 0.2", store_history=True, cell_id="cell-rate")
     shell.run_cell("def net(price):\n    return price * (1 - rat)", store_history=True, cell_id="cell-net")

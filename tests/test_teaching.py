@@ -28,7 +28,6 @@ from nbrefine.engine.teaching import (
     PolicyLockedError,
     TeachingPolicy,
     guard_reply,
-    hints_counter,
     next_step,
     parse_policy_args,
     policy_from_notebook,
@@ -341,6 +340,26 @@ def test_the_students_own_code_is_shown_without_a_trial():
     assert guarded.withheld == 0 and guarded.trials == 0 and guarded.text == reply
 
 
+def test_quoting_a_part_of_the_students_line_is_shown_even_where_the_cell_checks_nothing():
+    # No assert: any edit that stops the NameError "passes". "sum(xs) was 3" quotes line 2; put
+    # back into line 2 alone it only deletes code around it, so it is not judged there.
+    task, runner = failing("def mean(xs):\n    return sum(xs) / len(x)\n\nmean([1, 2])\n")
+    reply = "At that moment, sum(xs) was int 3; xs was [1, 2]. Which name does the division use?"
+    guarded = guard_reply(reply, task, runner, timeout_s=5)
+    assert guarded.withheld == 0 and guarded.text == reply, guarded.snippets
+
+
+def test_a_part_of_the_students_code_moved_to_the_failing_line_is_still_judged():
+    # The right expression stands on line 3 already; saying "use it on line 2" gives the fix away.
+    code = (
+        "def mean(xs):\n    total = sum(xs) / len(x)\n    n = len(xs)\n    return total\n\n"
+        "assert mean([2, 4]) == 3\n"
+    )
+    task, runner = failing(code)
+    guarded = guard_reply("On line 2, divide by `len(xs)`.", task, runner, timeout_s=5)
+    assert guarded.withheld == 1, guarded.snippets
+
+
 def test_a_fix_that_fails_the_extra_checks_is_shown_and_one_that_passes_them_is_withheld():
     code = "def double(x):\n    return x + 2\n"
     task, runner = failing(code, checks=("assert double(3) == 6", "assert double(0) == 0"))
@@ -495,8 +514,6 @@ def test_next_step_per_mode():
     hint = TeachingPolicy(mode="hint")
     assert [next_step(hint, n).level for n in range(5)] == [1, 2, 3, 3, 3]
     assert next_step(hint, 4).header() == "Hint 5"
-    assert hints_counter(hint, 4) == "Hints used: 4"
-    assert hints_counter(TeachingPolicy(mode="explain", max_hints=2), 1) == "Explanations used: 1 of 2"
 
 
 def test_offline_tutor_explains_and_hints_without_code():

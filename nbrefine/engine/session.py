@@ -506,12 +506,13 @@ class RefineSession:
         quiet = self.status in ("fixed", "changes_checks", "interrupted", "hint", "running")
         return f"nbrefine: {text}" + (f" — {self.message}" if self.message and not quiet else "")
 
-    def render_text(self, *, color: bool = False) -> str:
+    def render_text(self, *, color: bool = False, failure: bool = True) -> str:
         """The terminal's (and the notebook file's plain-text) view: the decision first, then the
-        diff and how to act on it, then the details (attempts, explanation, usage)."""
+        diff and how to act on it, then the details (attempts, explanation, usage). ``failure=False``
+        leaves out the line naming the failure, for a terminal that printed it as the loop began."""
         bold = (lambda s: f"{_BOLD}{s}{_RESET}") if color else (lambda s: s)
         parts = [bold(self.headline())]
-        if self.failure is not None:
+        if self.failure is not None and failure:
             parts.append("the cell failed with " + describe_failure(self.failure, self.line_offset))
         if self.status == "hint" and self.teaching is not None:
             parts.append(self.teaching.render(header=False))  # the headline says "Hint 1 of 3"

@@ -133,10 +133,12 @@ class RefineMagics(Magics):
         if session.job is None and session.status != "interrupted":
             session.finish_without_loop("no_error", "")
             return
+        said = False  # whether the failure was printed already (the text view then skips it)
         if session.status != "interrupted":
             self._start(session, failed_at)
+            said = not self._panel_wanted()
         if session.status not in ("running",):
-            self._show(session)
+            self._show(session, failure_said=said)
         raise RefineStop(stop_message(session))
 
     def session_for_failure(
@@ -190,7 +192,7 @@ class RefineMagics(Magics):
         session.run(on_event=Progress(session, time.perf_counter()))
         if session.job is not None:
             session.job.release()
-        print(session.render_text(color=getattr(self.ip, "kernel", None) is None and sys.stdout.isatty()))
+        self._show(session, failure_said=True)
 
     def _run_quietly_if_asked(self, cell: str) -> Any:
         """``shell.run_cell``, honouring a trailing ``;`` of the cell body.
@@ -332,13 +334,13 @@ class RefineMagics(Magics):
 
     # ------------------------------------------------------------------ showing
 
-    def _show(self, session: RefineSession) -> None:
+    def _show(self, session: RefineSession, *, failure_said: bool = False) -> None:
         panel = self._panel(session)
         if panel is not None:
             panel.display()
             return
         in_terminal = getattr(self.ip, "kernel", None) is None
-        print(session.render_text(color=in_terminal and sys.stdout.isatty()))
+        print(session.render_text(color=in_terminal and sys.stdout.isatty(), failure=not failure_said))
 
     def _policy_command(self, arguments: str) -> None:
         """``%refine policy --mode hint --max-hints 3 --lock``: an instructor's setup cell."""
@@ -373,10 +375,7 @@ class RefineMagics(Magics):
         # student is on the next exercise then, and the hint is for that failure (repair_last).
         latest = None if self.auto.has_new_failure else session
         if command == "hint" and latest is not None and latest.teaching is not None:
-            if not latest.teaching.more_available:
-                print(f"nbrefine: {latest.teaching.render()}")
-                return
-            latest.ask_for_help()  # the next hint for the same cell
+            latest.ask_for_help()  # the next hint for the same cell, or why there is none
             self._show(latest)
             return
         if command in ("fix", "hint"):

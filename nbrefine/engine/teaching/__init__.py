@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..._errors import PolicyLockedError
 from .guard import GuardedReply, SnippetCheck, guard_reply
-from .hints import HintLedger, TeachingStep, hints_counter, next_step
+from .hints import HintLedger, TeachingStep, next_step
 from .policy import (
     MODES,
     TEACHING_MODES,
@@ -54,7 +54,6 @@ __all__ = [
     "TeachingResult",
     "TeachingStep",
     "guard_reply",
-    "hints_counter",
     "next_step",
     "notebook_policy_code",
     "parse_policy_args",

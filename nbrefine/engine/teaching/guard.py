@@ -373,6 +373,19 @@ class _Cell:
         body = textwrap.indent(textwrap.dedent(new).strip("\n"), indent)
         return "\n".join([*self.lines[: first - 1], body, *self.lines[last:]])
 
+    def lines_quoting(self, snippet: ast.stmt) -> set[int]:
+        """The lines of which an expression snippet is a part as the student wrote it ("sum(xs)
+        was 3" quotes the cell). Put back into its own line it only deletes code around it, which
+        "passes" a cell that checks nothing without teaching anything: it is tried elsewhere only."""
+        if not isinstance(snippet, ast.Expr) or self.tree is None:
+            return set()
+        quoted = ast.dump(snippet.value)
+        return {
+            node.lineno
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.expr) and ast.dump(node) == quoted
+        }
+
     def protected(self, stmt: ast.stmt) -> bool:
         """An assert that is not broken itself (it ran, or would run, as a check): the check is
         right, the code it checks is not. Snippets never replace it or a part of it."""
@@ -423,10 +436,11 @@ class _Judge:
             if any(kind == "name" and name in cell.reads for kind, name in keys - cell.keys):
                 found.append((f"{code}\n{cell.code}", cell.checks, "run before the cell"))
         if "\n" not in code.strip() and len(tree.body) == 1:
+            quoted = cell.lines_quoting(tree.body[0])
             if not constant:
-                found.extend(self.line_swaps(code.strip(), tree.body[0], header))
+                found.extend(self.line_swaps(code.strip(), tree.body[0], header, quoted))
             if not header and isinstance(tree.body[0], ast.Expr):
-                found.extend(self.expression_swaps(code.strip(), constant))
+                found.extend(self.expression_swaps(code.strip(), constant, quoted))
         return found
 
     def splice(self, code: str, tree: ast.Module) -> str | None:
@@ -456,8 +470,11 @@ class _Judge:
             out[first - 1 : last] = textwrap.dedent(new).split("\n")
         return "\n".join(out)
 
-    def line_swaps(self, line: str, stmt: ast.stmt, header: bool) -> list[tuple[str, tuple[str, ...], str]]:
-        """The cell with a one-line snippet in place of a failing line, or of a line it resembles."""
+    def line_swaps(
+        self, line: str, stmt: ast.stmt, header: bool, quoted: set[int]
+    ) -> list[tuple[str, tuple[str, ...], str]]:
+        """The cell with a one-line snippet in place of a failing line, or of a line it resembles
+        (not of a line it quotes: see :meth:`_Cell.lines_quoting`)."""
         cell = self.cell
         similar = sorted(
             ((_ratio(line, text), n) for n, text in enumerate(cell.lines, 1) if text.strip()), reverse=True
@@ -465,7 +482,7 @@ class _Judge:
         targets = [n for n in cell.failing if _ratio(line, cell.lines[n - 1]) >= 0.3]
         targets += [n for ratio, n in similar[:2] if ratio >= 0.6]
         found = []
-        for lineno in list(dict.fromkeys(targets))[:4]:
+        for lineno in [n for n in dict.fromkeys(targets) if n not in quoted][:4]:
             old = cell.statement_at(lineno)
             if old is None:
                 first, last = lineno, lineno
@@ -478,9 +495,11 @@ class _Judge:
             found.append((cell.replace_lines(first, last, line), cell.checks, f"in place of line {lineno}"))
         return found
 
-    def expression_swaps(self, expr: str, constant: bool = False) -> list[tuple[str, tuple[str, ...], str]]:
+    def expression_swaps(
+        self, expr: str, constant: bool = False, quoted: frozenset[int] | set[int] = frozenset()
+    ) -> list[tuple[str, tuple[str, ...], str]]:
         """The cell with an expression snippet in place of the part of a line it resembles (for a
-        ``constant`` one, a part that reads no name either)."""
+        ``constant`` one, a part that reads no name either; never in a line it quotes)."""
         cell = self.cell
         scored: list[tuple[float, int, int, int]] = []
         failing_values = set()
@@ -498,6 +517,7 @@ class _Judge:
             if isinstance(n, ast.expr)
             and id(n) not in protected
             and n.end_lineno == n.lineno
+            and n.lineno not in quoted
             and n.end_col_offset is not None
             and not _trivial(n)
             and not (constant and any(isinstance(sub, ast.Name) for sub in ast.walk(n)))

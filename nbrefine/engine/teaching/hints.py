@@ -99,14 +99,6 @@ def next_step(policy: TeachingPolicy, used: int) -> TeachingStep:
     return TeachingStep("exhausted", number, 0, cap)
 
 
-def hints_counter(policy: TeachingPolicy, used: int) -> str:
-    """ "Hints used: 2 of 3": the one place that says it (a hint's header, "Hint 2 of 3", already
-    counts, so the views do not add this under it)."""
-    noun = "Explanations" if policy.mode == "explain" else "Hints"
-    cap = policy.hint_cap
-    return f"{noun} used: {min(used, cap) if cap else used}" + (f" of {cap}" if cap else "")
-
-
 def exhausted_text(policy: TeachingPolicy) -> str:
     noun = "explanations" if policy.mode == "explain" else "hints"
     return (
