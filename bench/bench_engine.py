@@ -184,6 +184,8 @@ def _bench_breakdown(cell, reps=5):
     """Replays, step by step, what %%refine does between the failed run and the first request."""
     try:
         from nbrefine.ipython import magics as _m
+        from nbrefine.engine import job as _job
+        from nbrefine.grounding.scope import global_names
         from nbrefine.grounding.capture import capture_failure
         from nbrefine.grounding import Redactor, summarize_names
         from nbrefine.engine import RepairTask, build_request
@@ -216,7 +218,7 @@ def _bench_breakdown(cell, reps=5):
                 error, code=code, user_globals=ns, redactor=redactor, run_unsafe=_m._fork_eval
             )
             t2 = _bench_time.perf_counter()
-            names = [n for n in _m._names_used(code) if _m._is_user_name(n)]
+            names = [n for n in global_names(code) if _job._is_user_name(n)]
             summaries, left_out = summarize_names(names, before, redactor)
             t3 = _bench_time.perf_counter()
             make_provider("scripted", ProviderSettings())

@@ -27,7 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, sys, time
 import numpy as np, pandas as pd
-from nbrefine.grounding import Redactor
+try:
+    from nbrefine.grounding import Redactor
+except ImportError:  # a revision from before the package had layers (issue 13)
+    from nbrefine.context import Redactor
 from nbrefine.sandbox import Snapshot, TrialSpec
 mib, trials = int(sys.argv[1]), int(sys.argv[2])
 ns = {"big": np.ones(mib * 131072), "df": pd.DataFrame({"x": np.arange(100_000), "y": 1.5})}
