@@ -58,8 +58,8 @@ def options(**changes: Any) -> CellRun:
         "timeout": 10.0,
         "checks": (),
         "snapshot": True,
-        "policy": TrialPolicy(),
-        "teaching": TeachingPolicy(),
+        "trial_policy": TrialPolicy(),
+        "teaching_policy": TeachingPolicy(),
     }
     return CellRun(**{**base, **changes})
 
@@ -116,7 +116,7 @@ class Failed:
 
 
 def candidate(job: RefineJob, code: str) -> TrialSpec:
-    return TrialSpec(code=code, checks=job.task.checks, timeout_s=10.0, policy=job.config.policy)
+    return TrialSpec(code=code, checks=job.task.checks, timeout_s=10.0, policy=job.config.trial_policy)
 
 
 # --------------------------------------------------------------------------- the budget

@@ -112,8 +112,8 @@ class CellRun:
     timeout: float
     checks: tuple[str, ...]
     snapshot: bool
-    policy: TrialPolicy
-    teaching: TeachingPolicy
+    trial_policy: TrialPolicy
+    teaching_policy: TeachingPolicy
     cache: bool = True
     candidates: int = 1
 
@@ -317,7 +317,7 @@ class JobBuilder:
         provider, tutor = self._providers(run)
         return RefineJob(
             task=task,
-            policy=run.teaching,
+            teaching_policy=run.teaching_policy,
             tutor=tutor,
             provider=provider,
             prices=dict(self.settings.prices),
@@ -505,7 +505,7 @@ class JobBuilder:
         return LoopConfig(
             max_attempts=run.max_attempts,
             timeout_s=run.timeout,
-            policy=run.policy,
+            trial_policy=run.trial_policy,
             max_tokens=self.settings.max_tokens,
             prompt_budget=self.settings.prompt_budget,
             budget=budget_check(self.settings, session),

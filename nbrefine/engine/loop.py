@@ -51,7 +51,7 @@ class LoopConfig:
     max_tokens: int = 4096
     prompt_budget: int = 16000
     regressions_to_stop: int = 2
-    policy: TrialPolicy = field(default_factory=TrialPolicy)
+    trial_policy: TrialPolicy = field(default_factory=TrialPolicy)
     #: Called with this run's attempts before each new one; a reason (one line) stops the loop
     #: with status "budget".
     budget: Callable[[list[Attempt]], str | None] | None = None
@@ -111,20 +111,20 @@ class _Loop:
         config: LoopConfig,
         on_event: EventCallback | None,
         user_note: str,
-        history: list[Attempt],
+        earlier: list[Attempt],
         should_stop: Callable[[], bool],
     ) -> None:
         self.task, self.provider, self.runner, self.redactor = task, provider, runner, redactor
         self.config, self.user_note, self.should_stop = config, user_note, should_stop
         self.on_event = on_event
         self.verify = verifier_for(task, config)
-        self.attempts: list[Attempt] = list(history)
-        self.first_attempt = len(history) + 1
+        self.attempts: list[Attempt] = list(earlier)
+        self.first_attempt = len(earlier) + 1
         self.seen_code = {normalize_code(task.code): 0}
         self.seen_errors: dict[str, int] = {}
         self.best_progress = _baseline_progress(task)
         self.regressions_in_row = 0
-        for attempt in history:  # "Try again": carry on from earlier rounds
+        for attempt in earlier:  # "Try again": carry on from earlier rounds
             if attempt.code is not None:
                 self.seen_code.setdefault(normalize_code(attempt.code), attempt.number)
             failure = attempt.outcome.first_failure if attempt.outcome else None
@@ -249,7 +249,10 @@ class _Loop:
 
     def _trial(self, attempt: Attempt, code: str) -> TrialOutcome:
         spec = TrialSpec(
-            code=code, checks=self.task.checks, timeout_s=self.config.timeout_s, policy=self.config.policy
+            code=code,
+            checks=self.task.checks,
+            timeout_s=self.config.timeout_s,
+            policy=self.config.trial_policy,
         )
         emit(self.on_event, {"kind": "trial_start", "attempt": attempt.number})
         outcome = self.runner.run(spec)
@@ -358,10 +361,10 @@ def refine(
     *,
     on_event: EventCallback | None = None,
     user_note: str = "",
-    history: list[Attempt] | None = None,
+    earlier_attempts: list[Attempt] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> LoopResult:
-    """Run up to ``config.max_attempts`` attempts for ``task``, after any earlier ``history``.
+    """Run up to ``config.max_attempts`` attempts for ``task``, after any ``earlier_attempts``.
 
     Never raises for provider or candidate failures; ``should_stop`` (checked between steps
     and while the reply streams) ends the loop with status "interrupted"."""
@@ -373,7 +376,7 @@ def refine(
         config or LoopConfig(),
         on_event,
         user_note,
-        history or [],
+        earlier_attempts or [],
         should_stop or (lambda: False),
     )
     return loop.run()

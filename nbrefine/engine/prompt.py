@@ -42,7 +42,7 @@ _SECTION_LIMITS = {
     "checks": 1500,
     "candidate": 4000,
     "feedback": 3500,
-    "history": 1500,
+    "earlier_attempts": 1500,
     "notes": 1000,
 }
 
@@ -72,7 +72,7 @@ def _fenced(code: str) -> str:
 
 def build_request(
     task: RepairTask,
-    history: Sequence[Attempt],
+    attempts: Sequence[Attempt],
     redactor: Redactor,
     *,
     budget: int = 16000,
@@ -90,14 +90,14 @@ def build_request(
     """
     if task.namespace:
         redactor.learn_namespace(task.namespace)
-    pieces = [task.code, *task.checks, *(a.code for a in history if a.code is not None)]
+    pieces = [task.code, *task.checks, *(a.code for a in attempts if a.code is not None)]
     for _ in range(2):
         version = redactor._version
         code = {piece: redactor._redact_code(piece) for piece in dict.fromkeys(pieces)}
         if redactor._version != version:
             code = {piece: redactor._redact_code(piece) for piece in code}
         version = redactor._version
-        fixed, varying = _sections(task, history, redactor, code, user_note, budget)
+        fixed, varying = _sections(task, attempts, redactor, code, user_note, budget)
         if redactor._version == version:
             break
     # What every attempt repeats comes first, so that providers can cache it.
@@ -108,14 +108,14 @@ def build_request(
         system=SYSTEM_PROMPT,
         user=text,
         max_tokens=max_tokens,
-        context=_repair_context(task, history),
+        context=_repair_context(task, attempts),
         cache_prefix=len(stable) if len(stable) < len(text) else 0,
     )
 
 
 def _sections(
     task: RepairTask,
-    history: Sequence[Attempt],
+    attempts: Sequence[Attempt],
     redactor: Redactor,
     code: Mapping[str, str],
     user_note: str,
@@ -144,7 +144,10 @@ def _sections(
         fixed.append(_section("Notes", text("\n".join(task.notes), _SECTION_LIMITS["notes"])))
     if user_note:
         fixed.append(_section("Note from the user", text(user_note, 1000)))
-    varying = [*_attempt_sections(history, code, text), _section("Your task", _closing_instruction(history))]
+    varying = [
+        *_attempt_sections(attempts, code, text),
+        _section("Your task", _closing_instruction(attempts)),
+    ]
     used = sum(len(part) for part in fixed) + sum(len(part) for part in varying)
     room = max(budget - used - 200, 0)
     if task.values and room > 200:
@@ -168,8 +171,8 @@ def _clip_redacted(text: str, limit: int, redactor: Redactor, redact: Callable[[
     return redactor.guard_cut(redacted[: max(limit - len(marker), 0)]) + marker
 
 
-def _repair_context(task: RepairTask, history: Sequence[Attempt]) -> RepairContext:
-    base = _current_base(history) if history else None
+def _repair_context(task: RepairTask, attempts: Sequence[Attempt]) -> RepairContext:
+    base = _current_base(attempts) if attempts else None
     if base is not None and base.code is not None and base.outcome is not None:
         code, failure = base.code, base.outcome.first_failure
     else:
@@ -178,21 +181,23 @@ def _repair_context(task: RepairTask, history: Sequence[Attempt]) -> RepairConte
         code=code,
         failure=failure,
         namespace=task.namespace,
-        attempt=len(history) + 1,
+        attempt=len(attempts) + 1,
         original_code=task.code,
     )
 
 
 def _attempt_sections(
-    history: Sequence[Attempt], code: Mapping[str, str], text: Callable[[str, int], str]
+    attempts: Sequence[Attempt], code: Mapping[str, str], text: Callable[[str, int], str]
 ) -> list[str]:
-    if not history:
+    if not attempts:
         return []
     sections = []
-    if len(history) > 1:
-        lines = [f"- attempt {a.number}: {a.summary()}" for a in history[:-1]]
-        sections.append(_section("Earlier attempts", text("\n".join(lines), _SECTION_LIMITS["history"])))
-    current = _current_base(history)
+    if len(attempts) > 1:
+        lines = [f"- attempt {a.number}: {a.summary()}" for a in attempts[:-1]]
+        sections.append(
+            _section("Earlier attempts", text("\n".join(lines), _SECTION_LIMITS["earlier_attempts"]))
+        )
+    current = _current_base(attempts)
     if current.code is not None:
         sections.append(
             _section(
@@ -206,23 +211,23 @@ def _attempt_sections(
             text(current.feedback(), _SECTION_LIMITS["feedback"]),
         )
     )
-    last = history[-1]
+    last = attempts[-1]
     if last is not current:
         worse = text(f"{last.summary()}\nIt was discarded; improve attempt {current.number} instead.", 1000)
         sections.append(_section(f"Attempt {last.number} was worse", worse))
     return sections
 
 
-def _current_base(history: Sequence[Attempt]) -> Attempt:
+def _current_base(attempts: Sequence[Attempt]) -> Attempt:
     """The candidate to build on: the latest one, unless it regressed."""
-    for attempt in reversed(history):
+    for attempt in reversed(attempts):
         if attempt.code is not None and not attempt.regression:
             return attempt
-    return history[-1]
+    return attempts[-1]
 
 
-def _closing_instruction(history: Sequence[Attempt]) -> str:
-    if not history:
+def _closing_instruction(attempts: Sequence[Attempt]) -> str:
+    if not attempts:
         return "Fix the cell. Reply with a short explanation and one ```python block with the whole cell."
     return (
         "The latest candidate still fails (see above). Fix it, taking the real outcome into account. "

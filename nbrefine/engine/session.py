@@ -67,7 +67,7 @@ class RefineJob:
     redactor: Redactor
     config: LoopConfig
     free: Callable[[], None] = lambda: None  # frees the runner (the snapshot process)
-    policy: TeachingPolicy = field(default_factory=TeachingPolicy)  # hint/explain/graduated: teach
+    teaching_policy: TeachingPolicy = field(default_factory=TeachingPolicy)  # hint/explain/graduated: teach
     tutor: Callable[[], Provider] | None = None  # the provider for teaching modes
     fallback: Callable[[], TrialRunner] | None = None  # a runner once that one is freed
     background_ok: bool = False  # the runner may be driven from a thread (no fork in the kernel)
@@ -182,7 +182,7 @@ class RefineSession:
                 config,
                 on_event=on_event,
                 user_note=note,
-                history=self.attempts,
+                earlier_attempts=self.attempts,
                 should_stop=self._stop.is_set,
             )
         except ProviderError as err:
@@ -243,11 +243,11 @@ class RefineSession:
                 tutor,
                 job.current_runner(),
                 job.redactor,
-                job.policy,
+                job.teaching_policy,
                 ledger=kernel_ledger(),
                 key=HintLedger.key(job.task, self.cell_id),
                 timeout_s=job.config.timeout_s,
-                trial_policy=job.config.policy,
+                trial_policy=job.config.trial_policy,
                 budget=job.config.prompt_budget,
                 user_note=note,
                 on_event=on_event,
@@ -278,7 +278,9 @@ class RefineSession:
         job, names = self.job, self._names(code)
         if job is None or job.accept_runner is None or names is None:
             return None  # no live state to compare with later, or code that cannot be read
-        return fingerprints_of(runner.run, names, timeout_s=job.config.timeout_s, policy=job.config.policy)
+        return fingerprints_of(
+            runner.run, names, timeout_s=job.config.timeout_s, policy=job.config.trial_policy
+        )
 
     @property
     def can_run_in_background(self) -> bool:
@@ -430,7 +432,7 @@ class RefineSession:
         what = self.live_check = drift(self._trial_state, self._state_of(runner, fixed))
         if not what:
             return ""
-        spec = TrialSpec(fixed, job.task.checks, job.config.timeout_s, "candidate", job.config.policy)
+        spec = TrialSpec(fixed, job.task.checks, job.config.timeout_s, "candidate", job.config.trial_policy)
         outcome = self.live_outcome = runner.run(spec)
         reason = verifier_for(job.task, job.config)(fixed, outcome) if outcome.ok else ""
         if outcome.ok and not reason:

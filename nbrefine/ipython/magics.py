@@ -179,7 +179,7 @@ class RefineMagics(Magics):
 
     def start_session(self, session: RefineSession) -> None:
         """Run a session from automatic mode: under a panel where there is one, else printed."""
-        if session.job is not None and session.job.policy.teaching:
+        if session.job is not None and session.job.teaching_policy.teaching:
             session.ask_for_help()
             self._show(session)
             return
@@ -229,7 +229,7 @@ class RefineMagics(Magics):
         """Run the loop: in the background under a live panel in a notebook, else right here."""
         if not self._panel_wanted():  # a panel names the error itself, once
             print(f"nbrefine: {session.failures[0].one_line()}")
-        if session.job is not None and session.job.policy.teaching:
+        if session.job is not None and session.job.teaching_policy.teaching:
             session.ask_for_help()  # teaching modes: a hint, checked by the guard, never the fix
             return
         panel = self._panel(session)

@@ -139,10 +139,10 @@ def resolve(magic: Callable[..., Any], settings: Refine, line: str) -> CellRun:
         timeout=opts.timeout if opts.timeout is not None else settings.timeout,
         checks=tuple(opts.checks),
         snapshot=settings.snapshot and not opts.no_snapshot,
-        teaching=_teaching_policy(opts.mode, opts.max_hints),
+        teaching_policy=_teaching_policy(opts.mode, opts.max_hints),
         cache=settings.response_cache and not opts.no_cache,
         candidates=opts.candidates if opts.candidates is not None else settings.candidates,
-        policy=TrialPolicy(
+        trial_policy=TrialPolicy(
             memory_mb=settings.memory_limit_mb,
             allow_network=settings.allow_network or opts.allow_network,
             allow_subprocess=settings.allow_subprocess or opts.allow_subprocess,
