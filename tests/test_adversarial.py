@@ -169,6 +169,7 @@ SESSION_EXPR = """(lambda s: None if s is None else {
     "status": s.status,
     "message": s.message,
     "render": s.render_text(),
+    "printed": s.render_text(failure=False),  # the text view after the one-line failure
     "attempts": [
         {
             "status": a.outcome.status if a.outcome is not None else None,
@@ -562,7 +563,7 @@ def notebook_output_problems(out: dict[str, Any], session: dict[str, Any]) -> li
         problems.append(f"candidate output leaked into the notebook: {out['text'][:500]!r}")
     if out["displays"] or out["results"]:
         problems.append(f"stray displays/results in the notebook: {out['displays']} {out['results']}")
-    report = session["render"] + "\n"
+    report = session["printed"] + "\n"
     if not out["stdout"].endswith(report):
         problems.append(
             f"the notebook's stdout does not end with the session report: {out['stdout'][-800:]!r}"

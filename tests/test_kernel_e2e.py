@@ -57,6 +57,7 @@ SESSION_EXPR = """(lambda s: None if s is None else {
     "fixed_code": s.fixed_code,
     "prompts": s.prompts,
     "render": s.render_text(),
+    "printed": s.render_text(failure=False),  # the text view after the one-line failure
     "attempts": [
         {
             "error_type": a.error_type,
@@ -246,7 +247,7 @@ def test_trials_leave_the_live_state_untouched(kernel: Kernel, fake: FakeAnthrop
     for marker in ("CANDIDATE-OUT-", "FD-LEAK-", "DISPLAY-LEAK-", "STDERR-LEAK-"):
         assert marker not in out["text"], f"{marker} leaked into the notebook output:\n{out['text']}"
     assert out["displays"] == [] and out["results"] == []
-    report = session["render"] + "\n"
+    report = session["printed"] + "\n"
     assert out["stdout"].endswith(report), out["stdout"]
     progress = out["stdout"][: -len(report)].splitlines()
     assert progress and all(line.startswith("nbrefine:") for line in progress), progress
