@@ -263,3 +263,18 @@ def test_a_fix_mode_notebook_policy_turns_nothing_on(shell):
     assert result.success and kernel_gate().policy.mode == "fix"
     settings = next(c for c in shell.configurables if type(c).__name__ == "Refine")
     assert settings.auto == "on"  # left as the user set it
+
+
+def test_a_session_from_automatic_mode_names_the_execute_request_of_the_failed_run(shell, scripted):
+    # In a kernel the parent header is the message being handled: the failing cell's execute
+    # request when post_run_cell runs, a comm message (the button) when the repair starts.
+    shell.run_line_magic("refine", "auto offer")
+    shell.parent_header = {"header": {"msg_id": "execute-of-the-cell"}, "metadata": {"cellId": "c1"}}
+    try:
+        shell.run_cell("value = seven")
+        shell.parent_header = {"header": {"msg_id": "comm-msg-of-the-button"}}
+        scripted.replies = [block("value = 7")]
+        shell.run_line_magic("refine", "fix")
+    finally:
+        del shell.parent_header
+    assert nbrefine.last_session().request_id == "execute-of-the-cell"

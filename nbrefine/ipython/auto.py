@@ -19,6 +19,7 @@ May import: IPython (through the shell it is given), :mod:`nbrefine.engine` and 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RefineStop, SandboxError
@@ -47,7 +48,10 @@ class RefineMagics(Protocol):
         snapshot: Snapshot | None = None,
         before: dict[str, Any] | None = None,
         failing_count: int | None = None,
+        request_id: str | None = None,
     ) -> RefineSession: ...
+
+    def _request_id(self) -> str | None: ...
 
     def start_session(self, session: RefineSession) -> None: ...
 
@@ -58,8 +62,16 @@ __all__ = ["AutoMode"]
 
 MODES = ("off", "offer", "on")
 
-#: A failed cell as recorded by ``post_run_cell``: raw source, cell id, error, execution count.
-FailedCell = tuple[str, str | None, BaseException, int | None]
+
+@dataclass(frozen=True)
+class FailedCell:
+    """A failed cell as ``post_run_cell`` saw it."""
+
+    raw_cell: str
+    cell_id: str | None
+    error: BaseException
+    count: int | None  # its execution count
+    request_id: str | None  # the execute request that ran it: Accept's write-back names it
 
 
 class AutoMode:
@@ -136,7 +148,8 @@ class AutoMode:
         if raw_cell.lstrip().startswith(("%%refine", "%refine")) or isinstance(error, RefineStop):
             return
         cell_id = getattr(info, "cell_id", None)
-        self.last_failure = (raw_cell, cell_id, error, getattr(result, "execution_count", None))
+        count = getattr(result, "execution_count", None)
+        self.last_failure = FailedCell(raw_cell, cell_id, error, count, self.magics._request_id())
         self._session_at_failure = last_session()
         if self.mode == "on":
             self.repair_last()
@@ -157,13 +170,18 @@ class AutoMode:
         failure = failure or self.last_failure
         if failure is None:
             raise ValueError("no cell has failed since automatic mode was turned on")
-        raw_cell, cell_id, error, count = failure
         snapshot, before = None, None
         if failure is self.last_failure:  # the snapshot, if any, was taken before this cell only
             snapshot, before = self._snapshot, self._before
             self._snapshot, self._before = None, None  # the session owns them now
         session = self.magics.session_for_failure(
-            raw_cell, cell_id, error, snapshot=snapshot, before=before, failing_count=count
+            failure.raw_cell,
+            failure.cell_id,
+            failure.error,
+            snapshot=snapshot,
+            before=before,
+            failing_count=failure.count,
+            request_id=failure.request_id,
         )
         self.magics.start_session(session)
 

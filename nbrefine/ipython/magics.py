@@ -150,6 +150,7 @@ class RefineMagics(Magics):
         snapshot: Snapshot | None = None,
         before: dict[str, Any] | None = None,
         failing_count: int | None = None,
+        request_id: str | None = None,
     ) -> RefineSession:
         """A session for a cell that already failed outside ``%%refine`` (automatic mode).
 
@@ -159,6 +160,7 @@ class RefineMagics(Magics):
         session = RefineSession(raw_cell, provider=run.provider, model=run.model)
         session.timings["max_attempts"] = run.max_attempts
         session.cell_id, session.cell_source = cell_id, raw_cell
+        session.request_id = request_id
         namespace: dict[str, Any] = self.ip.user_ns
         after = dict(namespace)
         before = after if before is None else before
