@@ -120,8 +120,10 @@ function withBelow(output: nbformat.IOutput, count: number): nbformat.IOutput {
 }
 
 /**
- * Run the fixed cell; when it passes, put the kernel's one-line summary (`fixed_output`, a
- * display_data) above its outputs, with the cells below that did not run.
+ * Run the fixed cell; when it passes, run the failing cell `then_run` names, if any (the fix
+ * was written into the cell that defines what failed), so that its outputs become those of a
+ * run with the fix; then put the kernel's one-line summary (`fixed_output`, a display_data)
+ * above the fixed cell's outputs, with the cells below that did not run.
  */
 export async function runFixed(
   panel: NotebookPanel,
@@ -132,7 +134,12 @@ export async function runFixed(
   if (widget === undefined) {
     return;
   }
-  const ok = await run(panel, [widget]);
+  let ok = await run(panel, [widget]);
+  const next = data['then_run'];
+  const failing = panel.content.widgets.find(w => typeof next === 'string' && w.model.id === next);
+  if (ok && failing !== undefined && failing !== widget) {
+    ok = await run(panel, [failing]);
+  }
   const line = data['fixed_output'];
   if (!ok || !line || typeof line !== 'object' || cell.type !== 'code') {
     return;

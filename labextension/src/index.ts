@@ -8,7 +8,7 @@
  * the request; the frontend answers with exactly one comm message, then closes the comm):
  *
  *   {action: "write_cell", request_id, cell_id, expected_source, source, metadata?,
- *    execute_request?, run?, fixed_output?}
+ *    execute_request?, run?, fixed_output?, then_run?}
  *     -> {request_id, ok: true}
  *     -> {request_id, ok: true, runs: true}   (with run: the frontend then runs the cell: see apply.ts)
  *     -> {request_id, ok: false, reason: "the cell is no longer in the notebook"}

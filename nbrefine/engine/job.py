@@ -455,7 +455,10 @@ class JobBuilder:
                 return
             if _defines(done.fixed_code, defines):  # Accept writes the defining cell, re-runs this
                 done._applier = lambda fixed: apply_fix(fixed) and rerun(failing)
-                done.prepare = None  # two cells to run: Accept runs them here
+                if failing_at[0] is None:
+                    done.prepare = None  # no cell id to run the failing cell by: Accept runs both here
+                else:
+                    done.then_run_cell = failing_at[0]  # the frontend runs the fixed cell, then it
             else:
                 done.original_code, (done.cell_id, done.cell_source) = failing, failing_at
 

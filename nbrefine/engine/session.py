@@ -130,6 +130,9 @@ class RefineSession:
         self.cell_id: str | None = None  # the notebook cell to write an accepted fix into
         self.cell_source: str | None = None  # that cell's whole source as it ran
         self.request_id: str | None = None  # the Jupyter execute request that ran the cell
+        #: a fix written into the cell that defines what failed: the failing cell, which the
+        #: frontend runs next (after the fixed cell ran and passed)
+        self.then_run_cell: str | None = None
         self.job: RefineJob | None = None
         #: Accept's first step alone (undo the failed run's rebinds), for a frontend that runs the
         #: fixed cell itself so the notebook records its outputs; None: Accept runs it here

@@ -473,6 +473,8 @@ class ReviewPanel:
         extra: RunRequest = {"execute_request": session.request_id, "run": run}
         if run:
             extra["fixed_output"] = fixed_output(session)
+            if session.then_run_cell is not None:
+                extra["then_run"] = session.then_run_cell
         cell_id, expected, new_source = target
         write_cell(cell_id, expected, new_source, done, metadata=dict(_provenance(session)), extra=extra)
 

@@ -49,11 +49,13 @@ class FixedOutput(TypedDict):
 class RunRequest(TypedDict, total=False):
     """The optional fields of a ``write_cell`` request (apply.ts): the execute request that ran
     the cell (the extension finds the cell and the text it ran by it), whether the frontend should
-    run the cell once written, and the line it then puts above the outputs."""
+    run the cell once written, the line it then puts above the outputs, and (a fix written into
+    the cell that defines what failed) the failing cell, which it runs next."""
 
     execute_request: str | None
     run: bool
     fixed_output: FixedOutput
+    then_run: str
 
 
 class WriteCellRequest(RunRequest):

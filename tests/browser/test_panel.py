@@ -268,6 +268,39 @@ def test_after_accept_the_cell_shows_the_fixed_run_and_run_all_can_resume(
     assert "undone" in undone["outputs"][0]["data"]["text/plain"]
 
 
+def test_a_fix_for_the_cell_that_defines_the_function_reruns_the_failing_cell_too(
+    lab: App, fake: Any
+) -> None:
+    # The error is raised inside `net`, defined two cells up: the fix is written there, that
+    # cell runs, then the failing cell runs again, so neither keeps a stale output.
+    name = "cross-cell.ipynb"
+    net = "def net(price):\n    return price * (1 - rat)"
+    fixed = "def net(price):\n    return price * (1 - rate)"
+    lab.server.write_notebook(name, [SETUP, "rate = 0.2", net, '%%refine\nprint("net is", net(10))'])
+    fake.script(block(fixed, "The rate is called `rate`."))
+    lab.open(name)
+    for index in range(3):
+        assert "Error" not in lab.run(name, index)
+    lab.run(name, 3)
+    cell = lab.cell(name, 3, "cross-cell")
+    expect(cell.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
+    failed, defining = cell_state(lab, name, 3), cell_state(lab, name, 2)
+
+    cell.get_by_role("button", name="Accept").click()
+    lab.wait_source(name, 2, fixed)
+    lab.page.wait_for_function(
+        "([p, i]) => window.__nbr.output(p, i).includes('net is 8.0')", arg=[name, 3], timeout=30_000
+    )
+    rerun = cell_state(lab, name, 3)
+    assert "error" not in [o["output_type"] for o in rerun["outputs"]], rerun  # no stale traceback
+    assert rerun["count"] is not None and rerun["count"] > (failed["count"] or 0)
+    text = cell.locator(".jp-Cell-outputArea").inner_text()
+    assert "Verified fix ready" not in text and "NameError" not in text
+    written = cell_state(lab, name, 2)
+    assert written["count"] is not None and written["count"] > (defining["count"] or 0)  # it ran
+    assert written["outputs"][0]["metadata"] == {"nbrefine": {"fixed": True}}  # with its undo line
+
+
 def test_a_provider_error_counts_no_attempt_and_offers_only_retry(lab: App, fake: Any) -> None:
     name = "unauthorised.ipynb"
     (lab.server.root / "deep_lib.py").write_text(DEEP_LIB, encoding="utf-8")
