@@ -2,7 +2,10 @@
 
 ``%load_ext nbrefine`` registers ``%%refine`` (run a cell; if it fails, propose a fix that
 passed a trial run in a fork of the kernel state) and ``%refine accept|reject|status``.
-"""
+
+May import: :mod:`._errors` and :mod:`._version` at import time; :mod:`.engine`, :mod:`.providers` and
+:mod:`.ipython` lazily (``load_ipython_extension`` and the lazy names), so ``import nbrefine`` stays
+light."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The one ``ArgumentParser`` base of every nbrefine parser (commands, cell options, policy)."""
+"""The one ``ArgumentParser`` base of every nbrefine parser (commands, cell options, policy).
+
+May import: the standard library only (every layer may use it)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ or ``ValueError`` keep working (the same idea as nbclient's
 ``CellTimeoutError(TimeoutError, ...)``). None of them subclasses ``BaseException``
 directly, except :class:`Terminated`, which must pass through every ``except Exception``.
 Messages are one line: they are shown to the user as they are.
-"""
+
+May import: nothing but built-ins: every layer imports it."""
 
 from __future__ import annotations
 

@@ -12,4 +12,5 @@ The seam, for executors to come (a cluster):
   spec string: :class:`~nbrefine.batch.gate.FileGate` on one machine.
 * :mod:`nbrefine.batch.runner` is the client: it writes every result, records it in the run
   record (``--resume``) and renders the reports (:mod:`nbrefine.reports`).
-"""
+
+May import: nothing (its modules are imported by name)."""

@@ -21,7 +21,9 @@ ipykernel polls its parent process (``JPY_PARENT_PID``).
 Cancelling (Ctrl-C) cannot interrupt a running Dask task, so the client asks every worker to
 kill the kernels of this run (``Client.run``); their jobs end at once, and tasks not started
 yet are cancelled.
-"""
+
+May import: this package, :mod:`nbrefine._errors`, :mod:`nbrefine._version`, the standard library and
+(lazily) ``distributed``."""
 
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ many, so the shared objects live on the scheduler instead:
 The spec is ``dask:NAME@SCHEDULER_ADDRESS``. A kernel opens it with its own small client, made on
 its first model request (the offline tier never makes one), so a batch that asks no model
 never connects from its kernels at all.
-"""
+
+May import: this package's :mod:`.gate`, the standard library and (through the client it is given)
+``distributed``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """What a batch shows while it runs, on stderr: one overall progress bar (rich), a line per
 notebook as it finishes, the per-cell lines with ``-v``; nothing with ``--quiet``. Where stderr is
-not a terminal (a CI log) there is no bar, only the lines."""
+not a terminal (a CI log) there is no bar, only the lines.
+
+May import: the standard library and (lazily) ``rich``."""
 
 from __future__ import annotations
 

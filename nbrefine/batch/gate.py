@@ -10,7 +10,9 @@ scheme with :func:`register_scheme`.
 :func:`install` runs in a kernel: every model provider of the registry is wrapped in a
 :class:`GatedProvider`, which waits for a free request slot, stops when the shared budget is
 spent, and on a 429 (or 529) pauses *every* job for the time the API asked before retrying.
-"""
+
+May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers`, (lazily) :mod:`nbrefine.engine` and this
+package's :mod:`.spool`, and the standard library."""
 
 from __future__ import annotations
 

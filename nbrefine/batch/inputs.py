@@ -5,7 +5,8 @@ Outputs go next to each input (``NAME.fixed.ipynb``), over it (``--in-place``), 
 DIR`` mirroring the input tree: each path is taken relative to the folder all the arguments share.
 nbgrader's layout, ``submitted/<student>/<assignment>/<notebook>.ipynb``, names the student and
 the assignment of each notebook.
-"""
+
+May import: the standard library."""
 
 from __future__ import annotations
 

@@ -4,7 +4,10 @@ This is the unit every executor runs: the local process pool today, a cluster's 
 Its input (:class:`NotebookTask`) and its output (:class:`NotebookResult`: the repaired notebook's
 text, its report as plain data and its timings) are picklable and small; it writes nothing. The
 client that receives the result writes the files, so a job can run where the outputs are not.
-"""
+
+May import: :mod:`nbrefine.headless`, :mod:`nbrefine.engine`, :mod:`nbrefine.providers`,
+:mod:`nbrefine.reports`, :mod:`nbrefine._errors` (lazily, inside the worker process) and the standard
+library."""
 
 from __future__ import annotations
 

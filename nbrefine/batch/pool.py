@@ -9,7 +9,8 @@ all in memory) and passes on what they send back, one :class:`Event` or
 Workers ignore SIGINT (a Ctrl-C in a terminal reaches every process of the group): the client
 decides, and :meth:`LocalPool.cancel` stops them with SIGTERM, which unwinds the running job so
 its kernel is shut down; a worker that does not stop in time is killed, and its kernel with it.
-"""
+
+May import: this package's :mod:`.job` and the standard library."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 It is what keeps the client's memory flat (the reports are rendered from it at the end, one
 notebook at a time) and what ``--resume`` reads: a notebook is done when an earlier run with the
 same settings recorded it and neither the input nor the output written since has changed.
-"""
+
+May import: the standard library."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ Every batch is written to the run record as it is sent (its id and, for each req
 of its parameters). ``--resume`` reads them back: a request whose parameters match one of an
 earlier run's batches takes that batch's result (waiting for it if it is still processing)
 instead of being sent and paid for again.
-"""
+
+May import: this package's :mod:`.spool` and the standard library."""
 
 from __future__ import annotations
 

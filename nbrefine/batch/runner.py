@@ -4,7 +4,9 @@ it comes (write its files, record it, count it, forget it), and render the repor
 Nothing is written half-done: each notebook, feedback file and report appears whole (atomic
 replace) or not at all. Ctrl-C (or SIGTERM) cancels the executor, whose jobs shut their kernels
 down, records the notebooks not run, and still renders the reports over what was done.
-"""
+
+May import: this package, :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, :mod:`nbrefine._errors`,
+:mod:`nbrefine._version` and the standard library."""
 
 from __future__ import annotations
 

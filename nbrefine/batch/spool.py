@@ -11,7 +11,9 @@ only its model calls wait for their batch.
 The shared gate still applies: the budget is checked before a request is spooled and charged
 at the batch price (half the Messages API's) when its result comes; a slot is held while it
 waits, so the report's in-flight figures count the requests waiting on batches.
-"""
+
+May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers` (base, anthropic), this package's
+:mod:`.gate` and (lazily) :mod:`nbrefine.engine`, and the standard library."""
 
 from __future__ import annotations
 

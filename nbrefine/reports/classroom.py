@@ -7,7 +7,8 @@ the cell where there is one, else the cell's position), the error types per exer
 common mistakes grouped by error signature with one anonymised example each, and plots of the
 same figures. :class:`ClassTotals` adds up one record entry at a time: its size depends on the
 exercises and the distinct mistakes, not on the number of notebooks.
-"""
+
+May import: this package's :mod:`.files`, the standard library and (lazily, for the charts) matplotlib."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ notebooks); the renderers take it and stream the per-notebook rows from the run 
 ``--fail-on unfixed`` (the default) fails a notebook when a cell still fails after the repair;
 ``--fail-on any`` also when a cell failed at all, even if nbrefine fixed it (the notebook as
 committed is broken).
-"""
+
+May import: this package's :mod:`.files` and the standard library."""
 
 from __future__ import annotations
 

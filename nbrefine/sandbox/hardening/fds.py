@@ -1,6 +1,8 @@
 """Layer 1, fd hygiene: inherited sockets and pipes become ``/dev/null`` in the trial, inherited
 files open for writing are reopened read-only; the kernel's own handles are untouched.
-Standard library only."""
+Standard library only.
+
+May import: the standard library."""
 
 from __future__ import annotations
 

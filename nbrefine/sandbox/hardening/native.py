@@ -1,5 +1,7 @@
 """The C library through ctypes, for the system calls Python has no wrapper for (unshare, mount,
-mmap at a fixed address, prctl, seccomp, landlock). Standard library only."""
+mmap at a fixed address, prctl, seccomp, landlock). Standard library only.
+
+May import: the standard library (ctypes)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """What a trial may do (:class:`TrialPolicy`) and what a candidate sees when it tries more
-(:class:`PolicyRefusal`). Standard library only."""
+(:class:`PolicyRefusal`). Standard library only.
+
+May import: :mod:`nbrefine._errors` and the standard library."""
 
 from __future__ import annotations
 

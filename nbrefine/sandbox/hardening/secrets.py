@@ -1,6 +1,8 @@
 """Layer 5, no secrets: which files a trial must not read (home credential files, ``.env`` files,
 the kernel's connection file) and the wiping of secret environment values. Standard library
-only."""
+only.
+
+May import: the standard library (ctypes, os, pwd)."""
 
 from __future__ import annotations
 
