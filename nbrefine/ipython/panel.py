@@ -262,6 +262,9 @@ class ReviewPanel:
         fixed = session.fixed_code is not None
         trusted = session.verified and not session.accept_refused
         self._set_state(running, pending and fixed)
+        # Where it failed (with the folded traceback's toggle) before the headline: the traceback
+        # folds as the headline appears, not a moment later (widget updates arrive in order).
+        self._render_where()
         self.summary.value = headline_html(session)
         self.stop_button.layout.display = None if running else "none"
         self.progress.layout.display = None if running else "none"
@@ -289,7 +292,6 @@ class ReviewPanel:
         self.view.layout.display = None if fixed else "none"
         self._render_diff()
         self.hints.layout.display = "none"
-        self._render_where()
         self._render_details()
 
     def _set_state(self, running: bool, offered: bool) -> None:

@@ -153,6 +153,7 @@ def test_the_decision_is_at_the_top_and_the_error_named_once(
     assert box(accept)["y"] + box(accept)["height"] - top <= 900
     # Outside the folded details, the error is named once: in the panel's summary. The
     # traceback (25 library frames) folded away once the fix was offered.
+    expect(outputs.get_by_text("Traceback (most recent call last)").first).to_be_hidden()
     text = outputs.inner_text()
     assert text.count("KeyError") == 1, text
     assert "deep_lib.py" not in text  # no library frame
@@ -362,6 +363,7 @@ def test_automatic_mode_offers_above_the_traceback_and_accept_runs_the_cell(lab:
     assert box(offer)["y"] < box(traceback)["y"]  # the action first, then the 25 frames
     offer.click()
     expect(cell.get_by_text(READY)).to_be_visible(timeout=PANEL_TIMEOUT)
+    expect(cell.get_by_text("Traceback (most recent call last)").first).to_be_hidden()  # folded away
     assert cell.locator(".jp-Cell-outputArea").inner_text().count("KeyError") == 1
     cell.get_by_role("button", name="Accept").click()
     expect(cell.get_by_text("Fixed by nbrefine — 1 try")).to_be_visible(timeout=30_000)
