@@ -25,6 +25,7 @@ import os
 import random
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,19 +111,19 @@ class RequestGate(Protocol):
 # --------------------------------------------------------------------------- one machine
 
 
-class _SharedAccount:
+class _SharedAccount(ABC):
     """The budget side of a gate, written once over the two things a gate keeps: ``state()`` (the
     shared counts) and ``_update(change)`` (apply ``change`` to them atomically)."""
 
     @property
-    def limits(self) -> GateLimits:
-        raise NotImplementedError
+    @abstractmethod
+    def limits(self) -> GateLimits: ...
 
-    def state(self) -> GateState:
-        raise NotImplementedError
+    @abstractmethod
+    def state(self) -> GateState: ...
 
-    def _update(self, change: Callable[[GateState], None]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _update(self, change: Callable[[GateState], None]) -> None: ...
 
     def over_budget(self) -> str | None:
         return budget_reason(self.limits, self.state())
