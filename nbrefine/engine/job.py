@@ -24,20 +24,13 @@ from typing import Any
 
 from .._errors import SandboxError
 from ..grounding.capture import Failure, top_level_statements
-from ..grounding.history import (
-    ExecutedCell,
-    NotebookCell,
-    analyse,
-    cross_cell_target,
-    free_names,
-    notebook_cells,
-    notebook_path,
-)
+from ..grounding.history import ExecutedCell, NotebookCell, analyse, free_names, notebook_cells, notebook_path
 from ..grounding.ipython_names import is_ipython_name
 from ..grounding.redaction import Redactor
 from ..grounding.scope import global_names
 from ..grounding.summaries import summarize_names
 from ..providers import Provider, ProviderSettings, make_provider, resolve_provider_name
+from ..providers.scripted import ScriptedProvider
 from ..sandbox import (
     LiveForkRunner,
     SandboxOptions,
@@ -48,15 +41,17 @@ from ..sandbox import (
     TrialSpec,
     fork_unsafe_reason,
 )
+from .accept import plan_for
+from .cause import Cause, Situation, find_cause
 from .config import Refine
 from .cost import total
 from .loop import LoopConfig
+from .multicell import CellsRepair
 from .prompt import RepairTask
 from .session import RefineJob, RefineSession
 from .state import cached, kernel_usage
 from .teaching import OfflineTutor, TeachingPolicy
-from .types import Attempt, TrialRunner, Verifier
-from .verify import Gate
+from .types import Attempt, TrialRunner
 
 __all__ = [
     "CellRun",
@@ -87,6 +82,10 @@ def _silent(line: str) -> None:
     return None
 
 
+def _not_told() -> list[NotebookCell] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class KernelAccess:
     """What the builder needs of the kernel whose cell failed; the adapter fills it in. The
@@ -99,6 +98,9 @@ class KernelAccess:
     executed: Callable[[int | None], list[ExecutedCell]] = _no_history  # runs so far, but the failing one
     code_counts: Mapping[str, int] | None = None  # compiled cell file name -> execution count
     say: Callable[[str], None] = _silent  # where one-line notices go (the magics print them)
+    #: the notebook's code cells in order with what their latest runs did, where the adapter
+    #: knows (None: the notebook as saved on disk, if the frontend said where it is)
+    notebook: Callable[[], list[NotebookCell] | None] = _not_told
 
 
 @dataclass(frozen=True)
@@ -189,13 +191,6 @@ def _is_user_name(name: str) -> bool:
     return not name.startswith("_") and not is_ipython_name(name)
 
 
-def _defines(code: str, name: str) -> bool:
-    return any(
-        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
-        for node in top_level_statements(code)
-    )
-
-
 class _Wrapping:
     """A trial runner around another one; cancelling it cancels the inner one."""
 
@@ -208,18 +203,17 @@ class _Wrapping:
             cancel()
 
 
-class _CrossCellRunner(_Wrapping):
-    """Trials for a cross-cell repair: a candidate that (re)defines the failing function runs
-    with the failing cell as its first check; any other candidate replaces the failing cell."""
+class _CellsRunner(_Wrapping):
+    """Trials of a repair that spans cells: each candidate's edits composed in notebook order
+    (see :meth:`nbrefine.engine.multicell.CellsRepair.trial_spec`), in the kernel's syntax
+    turned into Python."""
 
-    def __init__(self, inner: TrialRunner, defines: str) -> None:
+    def __init__(self, inner: TrialRunner, repair: CellsRepair) -> None:
         super().__init__(inner)
-        self.defines = defines
+        self.repair = repair
 
     def run(self, spec: TrialSpec) -> TrialOutcome:
-        if not _defines(spec.code, self.defines):
-            spec = replace(spec, checks=spec.checks[1:])
-        return self.inner.run(spec)
+        return self.inner.run(self.repair.trial_spec(spec))
 
 
 class _TransformingRunner(_Wrapping):
@@ -239,9 +233,9 @@ class _Grounding:
     """The cell to repair and what the prompt says of the notebook around it."""
 
     history: str  # the notebook's history, rendered
-    code: str  # the cell to repair: the failing one, or the cell that defined what failed
-    first_checks: tuple[str, ...] = ()  # cross-cell: the failing cell, which the fix must make pass
-    defines: str = ""  # cross-cell: the function or class that failed
+    code: str  # the failing cell's Python as the user wrote it
+    cause: Cause  # where the failure is caused (the failing cell itself: kind "here")
+    repair: CellsRepair | None = None  # a cause in another cell: candidates may change several
 
 
 class JobBuilder:
@@ -298,23 +292,25 @@ class JobBuilder:
         summaries, left_out = summarize_names(names, before, redactor)
         runner, runner_notes = self._runner(snapshot, before, after, redactor)
         notes.extend(runner_notes)
-        failing_at = (session.cell_id, session.cell_source)  # grounding may retarget the session
-        ground = self._ground(session, cell, error, failing_count, notes, redactor)
+        ground = self._ground(session, cell, error, failures, run, failing_count, redactor)
+        if ground.cause.kind != "here":
+            notes.append(ground.cause.sentence())
+        session.cause = ground.cause
         wrap = self._wrapper(ground)
-        # Cross-cell: a candidate that defines the failing function is for its cell, and must make
-        # the failing cell pass; any other candidate is a fix of the failing cell itself.
-        verifier = self._cross_cell_verifier(ground, cell, failures, run) if ground.first_checks else None
+        repair = ground.repair
         task = RepairTask(
             code=ground.code,
             failures=tuple(failures),
-            checks=(*ground.first_checks, *run.checks),
+            checks=run.checks,
             values=tuple(summaries),
             values_left_out=left_out,
             notes=tuple(notes),
             namespace=before,
             history=ground.history,
+            cells=repair.cells if repair is not None else (),
+            dependents=repair.cause.dependents if repair is not None else (),
         )
-        provider, tutor = self._providers(run)
+        provider, tutor = self._providers(run, ground.cause)
         return RefineJob(
             task=task,
             teaching_policy=run.teaching_policy,
@@ -323,14 +319,16 @@ class JobBuilder:
             prices=dict(self.settings.prices),
             runner=wrap(runner),
             redactor=redactor,
-            config=self._loop_config(run, session, verifier),
+            config=self._loop_config(run, session, repair),
             free=snapshot.close if snapshot is not None else (lambda: None),
             fallback=lambda: wrap(
                 LiveForkRunner(self.kernel.namespace, redactor, self.kernel.sandbox_options())
             ),
             background_ok=isinstance(runner, (Snapshot, SpawnRunner)),
-            on_finish=self._on_finish(session, cell, failing_at, ground),
+            on_finish=self._on_finish(session, ground),
             accept_runner=self._accept_runner(before, after, redactor, wrap),
+            stop_before=ground.cause.sentence() if ground.cause.kind == "cascade" else "",
+            repair=repair,
         )
 
     # ------------------------------------------------------------------ the runners
@@ -347,15 +345,15 @@ class JobBuilder:
             return snapshot, []
         return LiveForkRunner(after, redactor, self.kernel.sandbox_options()), []
 
-    def _wrapper(self, ground: _Grounding) -> Callable[[TrialRunner], _TransformingRunner]:
+    def _wrapper(self, ground: _Grounding) -> Callable[[TrialRunner], TrialRunner]:
         """What every runner of the job goes through: the kernel's syntax turned into Python and,
-        for a cross-cell repair, the failing cell dropped from a candidate that replaces it."""
-        transform, defines = self.kernel.transform, ground.defines
+        for a repair that spans cells, each candidate's edits composed in notebook order."""
+        transform, repair = self.kernel.transform, ground.repair
 
-        def wrap(inner: TrialRunner) -> _TransformingRunner:
-            return _TransformingRunner(
-                _CrossCellRunner(inner, defines) if ground.first_checks else inner, transform
-            )
+        def wrap(inner: TrialRunner) -> TrialRunner:
+            if repair is not None:
+                return _CellsRunner(inner, repair)  # the repair turns each piece into Python
+            return _TransformingRunner(inner, transform)
 
         return wrap
 
@@ -364,12 +362,12 @@ class JobBuilder:
         before: dict[str, Any],
         after: dict[str, Any],
         redactor: Redactor,
-        wrap: Callable[[TrialRunner], _TransformingRunner],
-    ) -> Callable[[], _TransformingRunner]:
+        wrap: Callable[[TrialRunner], TrialRunner],
+    ) -> Callable[[], TrialRunner]:
         """Trials from the live state as Accept will run the fix there: after Accept's own first
         step, undoing the failed run's rebinds (done in the trial's fork only)."""
 
-        def make() -> _TransformingRunner:
+        def make() -> TrialRunner:
             if self.spawn_reason() is not None:
                 copy = dict(self.kernel.namespace)
                 undo_rebinds(copy, before, after)
@@ -386,8 +384,12 @@ class JobBuilder:
 
     # ------------------------------------------------------------------ grounding and cross-cell repairs
 
-    def _saved_notebook(self) -> tuple[list[NotebookCell] | None, float | None]:
-        """The notebook file as saved (JupyterLab and VS Code say where it is), and when."""
+    def _notebook(self) -> tuple[list[NotebookCell] | None, float | None]:
+        """The notebook's code cells in order: as the driver said (``nbrefine fix``, the
+        extension), else as saved (JupyterLab and VS Code say where it is), and when."""
+        told = self.kernel.notebook()
+        if told is not None:
+            return told, None
         path = notebook_path(self.kernel.namespace)
         if not path:
             return None, None
@@ -401,95 +403,91 @@ class JobBuilder:
         session: RefineSession,
         cell: str,
         error: BaseException | None,
+        failures: list[Failure],
+        run: CellRun,
         failing_count: int | None,
-        notes: list[str],
         redactor: Redactor | None = None,
     ) -> _Grounding:
-        """History for the prompt, and the cell to repair: when the error was raised in a
-        function or class another cell defined, that cell is the target, and the failing cell
-        becomes a check its candidates must make pass."""
+        """History for the prompt, and where the failure is caused (:func:`find_cause`): when it is
+        another cell, candidates may change that cell too, and the failing cell runs as a check."""
         executed = self.kernel.executed(failing_count)
-        if not executed:
-            return _Grounding("", cell)
-        notebook, saved_at = self._saved_notebook()
-        names = free_names(self.kernel.transform(cell))
-        report = analyse(executed, names, notebook, namespace=self.kernel.namespace, saved_at=saved_at)
-        history = report.render(min(3000, self.settings.prompt_budget // 5), redactor)
-        target = None
-        if error is not None:
-            target = cross_cell_target(
-                error,
-                executed,
-                self.kernel.namespace,
-                counts=self.kernel.code_counts,
-                notebook=notebook,
-                current_cell_id=session.cell_id,
-            )
-        if target is None:
-            return _Grounding(history, cell)
-        notes.append(
-            target.note() + f" Reply with that whole cell fixed (it must define `{target.function}`), "
-            "or, if the fix belongs in the failing cell after all, with the failing cell fixed."
+        notebook, saved_at = self._notebook()
+        situation = Situation(
+            source=cell,
+            error=error,
+            failures=tuple(failures),
+            executed=tuple(executed),
+            notebook=notebook,
+            namespace=self.kernel.namespace,
+            cell_id=session.cell_id,
+            count=failing_count,
+            counts=self.kernel.code_counts,
+            checks=run.checks,
+            transform=self.kernel.transform,
         )
-        session.original_code = target.source
-        session.cell_id, session.cell_source = target.cell_id, target.source
-        return _Grounding(history, target.source, (self.kernel.transform(cell),), target.function)
+        cause = find_cause(situation)
+        history = ""
+        if executed:
+            names = free_names(self.kernel.transform(cell))
+            report = analyse(executed, names, notebook, namespace=self.kernel.namespace, saved_at=saved_at)
+            history = report.render(min(3000, self.settings.prompt_budget // 5), redactor)
+        if not cause.spans_cells:
+            return _Grounding(history, cell, cause)
+        return _Grounding(history, cell, cause, CellsRepair(cause, failures, self.kernel.transform))
 
     def _on_finish(
-        self,
-        session: RefineSession,
-        failing: str,
-        failing_at: tuple[str | None, str | None],
-        ground: _Grounding,
+        self, session: RefineSession, ground: _Grounding
     ) -> Callable[[RefineSession], None] | None:
-        """For a cross-cell repair, what Accept does once the loop is done: a fix that defines the
-        failing function is written into its own cell, then the failing cell (``failing``, whose
-        id and source are ``failing_at``) runs again; any other fix is for the failing cell."""
-        if not ground.first_checks:
+        """For a repair that spans cells, what Accept does once the loop is done: the plan (the
+        changed and moved cells, the runs in notebook order), and the cell the panel writes."""
+        repair = ground.repair
+        if repair is None:
             return None
-        apply_fix = session._applier or (lambda fixed: False)
-        rerun, defines = self.kernel.rerun, ground.defines
+        rerun, failing_id = self.kernel.rerun, session.cell_id
 
         def on_finish(done: RefineSession) -> None:
-            if done.fixed_code is None:
+            code = done.result.fixed_code if done.result is not None else None
+            if code is None:
                 return
-            if _defines(done.fixed_code, defines):  # Accept writes the defining cell, re-runs this
-                done._applier = lambda fixed: apply_fix(fixed) and rerun(failing)
-                if failing_at[0] is None:
-                    done.prepare = None  # no cell id to run the failing cell by: Accept runs both here
+            plan = plan_for(repair.cause, repair.failing, repair.changes_of(code))
+            done.plan = plan
+            if not plan.spans_cells:  # the fix is the failing cell's alone, as without cells
+                return
+            prepare = done.prepare
+
+            def run_plan(_fixed: str) -> bool:
+                if prepare is not None:
+                    prepare()  # undo the failed run's rebinds first, as for one cell
+                return all(rerun(source) for _, source in plan.runs)  # in order; stop at a failure
+
+            done._applier = run_plan
+            if len(plan.changes) == 1 and not plan.moves:
+                change = plan.changes[0]
+                done.original_code = change.cell.source
+                done.cell_id, done.cell_source = change.cell.cell_id, change.cell.source
+                if failing_id is None or change.cell.cell_id is None:
+                    done.prepare = None  # no cell ids to run the cells by: Accept runs them here
                 else:
-                    done.then_run_cell = failing_at[0]  # the frontend runs the fixed cell, then it
+                    done.then_run_cell = failing_id  # the frontend runs the fixed cell, then it
             else:
-                done.original_code, (done.cell_id, done.cell_source) = failing, failing_at
+                done.prepare = None  # several cells: Accept runs them here, in order
 
         return on_finish
 
-    def _cross_cell_verifier(
-        self, ground: _Grounding, cell: str, failures: list[Failure], run: CellRun
-    ) -> Verifier:
-        """A candidate that defines the failing function is checked against its own cell and must
-        run every check (the failing cell first); any other one against the failing cell."""
-        transform = self.kernel.transform
-        for_target = Gate(ground.code, len(run.checks) + 1, transform=transform)
-        for_cell = Gate.for_failures(cell, failures, len(run.checks), transform=transform)
-
-        def verify(candidate: str, outcome: TrialOutcome) -> str:
-            gate = for_target if _defines(candidate, ground.defines) else for_cell
-            return gate(candidate, outcome)
-
-        return verify
-
     # ------------------------------------------------------------------ the provider and the loop
 
-    def _providers(self, run: CellRun) -> tuple[Callable[[], Provider], Callable[[], Provider]]:
+    def _providers(self, run: CellRun, cause: Cause) -> tuple[Callable[[], Provider], Callable[[], Provider]]:
         """The provider of fixes (behind the kernel's response cache unless ``run.cache`` is off)
-        and the tutor of the teaching modes."""
+        and the tutor of the teaching modes. A name that only a cell below defines is not the
+        model's to invent: the one candidate is that cell, run first."""
         name, note = resolve_provider_name(run.provider, os.environ)
         if note:
             self.kernel.say(f"nbrefine: {note}")
         settings, quick_fixes = self._provider_settings(run), self.settings.quick_fixes
         tutor = (lambda: OfflineTutor()) if name == "offline" else (lambda: make_provider(name, settings))
         cache = run.cache
+        if cause.kind == "below":
+            return (lambda: _move_provider(cause)), tutor
 
         def provider() -> Provider:
             made = make_provider(name, settings, quick_fixes_first=quick_fixes)
@@ -504,8 +502,8 @@ class JobBuilder:
             max_retries=self.settings.max_retries,
         )
 
-    def _loop_config(self, run: CellRun, session: RefineSession, verifier: Verifier | None) -> LoopConfig:
-        return LoopConfig(
+    def _loop_config(self, run: CellRun, session: RefineSession, repair: CellsRepair | None) -> LoopConfig:
+        config = LoopConfig(
             max_attempts=run.max_attempts,
             timeout_s=run.timeout,
             trial_policy=run.trial_policy,
@@ -514,5 +512,23 @@ class JobBuilder:
             budget=budget_check(self.settings, session),
             candidates=run.candidates,
             transform=self.kernel.transform,
-            verifier=verifier,
         )
+        if repair is None:
+            return config
+        checks = len(run.checks)
+        return replace(
+            config,
+            parse=repair.parse,
+            verifier=lambda code, outcome: repair.verify(code, outcome, checks),
+            max_attempts=1 if repair.cause.kind == "below" else run.max_attempts,
+            candidates=1 if repair.cause.kind == "below" else run.candidates,
+        )
+
+
+def _move_provider(cause: Cause) -> Provider:
+    """The one candidate of a name defined only below: that cell, run before the failing one."""
+    moved = cause.causes[0]
+    reply = f"{cause.sentence()}\n\n### {moved.label}\n```python\n{moved.source.rstrip()}\n```"
+    provider = ScriptedProvider([reply], model="nbrefine (run the defining cell first)")
+    provider.name = "nbrefine"
+    return provider

@@ -60,6 +60,8 @@ class LoopConfig:
     transform: Callable[[str], str] = _plain
     #: What "verified" means for this task; None: :class:`nbrefine.engine.verify.Gate` for the task.
     verifier: Verifier | None = None
+    #: Reads a reply into a candidate (a repair that spans cells reads labelled blocks per cell).
+    parse: Callable[[str], ParsedReply] = parse_reply
 
 
 def verifier_for(task: RepairTask, config: LoopConfig) -> Verifier:
@@ -188,8 +190,11 @@ class _Loop:
         if attempt.reply.stop_reason == DECLINED:
             attempt.note = f"declined: {attempt.reply.text.strip()}"
             return self._result("unfixed", "declined", attempt.reply.text.strip())
-        parsed = parse_reply(attempt.reply.text)
+        parsed = self.config.parse(attempt.reply.text)
         attempt.code, attempt.explanation = parsed.code, parsed.explanation
+        if parsed.code is None and parsed.declined:
+            attempt.note = f"declined: {parsed.reason}"
+            return self._result("unfixed", "declined", parsed.explanation or str(parsed.reason))
         if parsed.code is None:
             attempt.note = f"no code: {parsed.reason}"
             return None
@@ -214,7 +219,7 @@ class _Loop:
 
     def _best_of(self, attempt: Attempt, replies: list[ProviderReply]) -> LoopResult | None:
         """Trial every new candidate; keep the passing one with the smallest diff, else the best."""
-        parsed = [parse_reply(r.text) for r in replies if r.stop_reason != DECLINED]
+        parsed = [self.config.parse(r.text) for r in replies if r.stop_reason != DECLINED]
         if not parsed:
             attempt.note = f"declined: {replies[0].text.strip()}"
             return self._result("unfixed", "declined", replies[0].text.strip())

@@ -16,6 +16,7 @@ from ..grounding.redaction import Redactor
 from ..grounding.summaries import ValueSummary, render_summaries
 from ..grounding.text import TRUNCATED, clip
 from ..providers.base import ProviderRequest, RepairContext
+from .cells import CellRef
 from .types import Attempt
 
 __all__ = ["SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "parse_reply"]
@@ -34,8 +35,12 @@ Rules:
 - Candidates are verified in a sandbox without network, subprocesses or file writes outside a \
 scratch folder. If the cell needs those, keep them: never delete what the cell is for.
 
-Reply with at most three sentences explaining the cause and the fix, then exactly one fenced \
-```python block holding the whole corrected cell."""
+If the intended result cannot be known from the notebook (nothing checks it and the code does not \
+say), or the fix needs another cell to run first, say so and reply with no code rather than guess.
+
+Reply with at most three sentences explaining the cause and the fix, then a fenced ```python \
+block holding the whole corrected cell (when the fix belongs in several cells, one block per cell, \
+labelled as the request asks)."""
 
 _SECTION_LIMITS = {
     "failure": 4000,
@@ -60,6 +65,10 @@ class RepairTask:
     label: str = "cell"
     namespace: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     history: str = ""  # the notebook's history, rendered within its own budget (nbrefine.grounding.history)
+    #: a repair that spans cells (nbrefine.engine.cause): the cells the fix may change and the
+    #: read-only ones, the failing cell among them; empty: the one cell ``code``
+    cells: tuple[CellRef, ...] = ()
+    dependents: tuple[CellRef, ...] = ()  # cells already run that use what the fix may change
 
 
 def _section(title: str, body: str) -> str:
@@ -90,7 +99,12 @@ def build_request(
     """
     if task.namespace:
         redactor.learn_namespace(task.namespace)
-    pieces = [task.code, *task.checks, *(a.code for a in attempts if a.code is not None)]
+    pieces = [
+        task.code,
+        *task.checks,
+        *(c.source for c in (*task.cells, *task.dependents)),
+        *(a.code for a in attempts if a.code is not None),
+    ]
     for _ in range(2):
         version = redactor._version
         code = {piece: redactor._redact_code(piece) for piece in dict.fromkeys(pieces)}
@@ -126,11 +140,12 @@ def _sections(
     def text(body: str, limit: int) -> str:
         return _clip_redacted(body, limit, redactor, redactor._redact)
 
+    failed_in = f"In {_failing_label(task)}:\n" if task.cells else ""
     fixed = [
-        _section("The cell", _fenced(code[task.code])),
+        *(_cells_sections(task, code) if task.cells else [_section("The cell", _fenced(code[task.code]))]),
         _section(
             "How it failed in the kernel",
-            text("\n\n".join(f.render() for f in task.failures), _SECTION_LIMITS["failure"]),
+            failed_in + text("\n\n".join(f.render() for f in task.failures), _SECTION_LIMITS["failure"]),
         ),
     ]
     if task.history:
@@ -146,7 +161,7 @@ def _sections(
         fixed.append(_section("Note from the user", text(user_note, 1000)))
     varying = [
         *_attempt_sections(attempts, code, text),
-        _section("Your task", _closing_instruction(attempts)),
+        _section("Your task", _closing_instruction(attempts, bool(task.cells))),
     ]
     used = sum(len(part) for part in fixed) + sum(len(part) for part in varying)
     room = max(budget - used - 200, 0)
@@ -226,7 +241,60 @@ def _current_base(attempts: Sequence[Attempt]) -> Attempt:
     return attempts[-1]
 
 
-def _closing_instruction(attempts: Sequence[Attempt]) -> str:
+def _failing_label(task: RepairTask) -> str:
+    failing = next((c for c in task.cells if c.role == "failing"), None)
+    return failing.label if failing is not None else "the failing cell"
+
+
+def _cell_heading(cell: CellRef) -> str:
+    what = {
+        "failing": "the cell that failed",
+        "cause": "defines " + ", ".join(cell.defines) if cell.defines else "where the cause may be",
+        "moved": "below the failing cell, not run yet",
+        "dependent": "already ran; uses what the fix may change",
+    }.get(cell.role, "")
+    if cell.role == "cause" and not cell.defines:
+        what = "where the cause may be"
+    readonly = f"; read-only: {cell.readonly}" if cell.readonly else ""
+    return f"### {cell.label}" + (f" — {what}{readonly}" if what or readonly else "")
+
+
+def _cells_sections(task: RepairTask, code: Mapping[str, str]) -> list[str]:
+    """The cells a fix may change, each labelled as the reply must label it; then, apart, what must
+    hold and may not change."""
+    editable = [c for c in task.cells if c.editable]
+    readonly = [c for c in task.cells if not c.editable]
+    parts = [
+        _section(
+            "The cells the fix may change (in notebook order)",
+            "\n\n".join(f"{_cell_heading(c)}\n{_fenced(code[c.source])}" for c in editable),
+        )
+    ]
+    held = [f"{_cell_heading(c)}\n{_fenced(code[c.source])}" for c in readonly]
+    if task.dependents:
+        names = ", ".join(c.label for c in task.dependents)
+        held.append(f"These cells already ran and passed, and will run again after the fix: {names}.")
+    if held:
+        parts.append(
+            _section("What must hold after the fix (read-only: never change these)", "\n\n".join(held))
+        )
+    return parts
+
+
+def _closing_instruction(attempts: Sequence[Attempt], cells: bool = False) -> str:
+    if cells:
+        head = (
+            "Fix the cause where it is, which may be another cell than the one that failed"
+            if not attempts
+            else "The latest candidate still fails (see above). Fix it, taking the real outcome into account"
+        )
+        return (
+            f"{head}. Reply with a short explanation, then one ```python block per cell you change, each "
+            "right under a line naming that cell as it is labelled above (for example `### In [1] (cell "
+            "'abc')`) and holding that whole cell. Never change the read-only cells, and do not define "
+            "again, in the failing cell, what another cell defines. If the fix needs another cell to run "
+            "first, or the intended result cannot be known from the notebook, say so and reply with no code."
+        )
     if not attempts:
         return "Fix the cell. Reply with a short explanation and one ```python block with the whole cell."
     return (
@@ -246,6 +314,7 @@ class ParsedReply:
     code: str | None
     explanation: str
     reason: str | None = None  # why no code was taken
+    declined: bool = False  # the model said the fix cannot be made from here (a cell must run first...)
 
 
 def parse_reply(text: str) -> ParsedReply:

@@ -24,12 +24,16 @@ from ..grounding.capture import Failure
 from ..grounding.redaction import Redactor
 from ..providers.base import Provider
 from ..sandbox import TrialOutcome, TrialSpec
+from .accept import AcceptPlan
+from .cause import Cause
 from .cost import Usage, total
 from .loop import LoopConfig, refine, verifier_for
+from .multicell import CellsRepair
 from .prompt import RepairTask
 from .state import add_to_kernel, current, kernel_ledger
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, teach
 from .types import Attempt, EventCallback, LoopResult, Status, TrialRunner
+from .verdict import judge
 from .verify import drift, fingerprints_of, names_read, plain_python
 
 __all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
@@ -75,6 +79,9 @@ class RefineJob:
     #: A runner over the live state exactly as Accept will run the fix (None: Accept cannot check it)
     accept_runner: Callable[[], TrialRunner] | None = None
     prices: dict[str, Any] = field(default_factory=dict)  # Refine.prices, for the cost shown
+    #: why no one is asked ("" : the loop runs): the cell fails because an earlier cell failed
+    stop_before: str = ""
+    repair: CellsRepair | None = None  # the cause is another cell: candidates span cells
     released: bool = False
 
     def release(self) -> None:
@@ -138,6 +145,11 @@ class RefineSession:
         #: fixed cell itself so the notebook records its outputs; None: Accept runs it here
         self.prepare: Callable[[], None] | None = None
         self.teaching: TeachingResult | None = None  # the latest hint or explanation (teaching modes)
+        self.cause: Cause | None = None  # where the failure is caused (engine.cause)
+        self.plan: AcceptPlan | None = None  # what Accept does: the changed and moved cells, the runs
+        #: the fix changes what the cell computes and nothing checks the result: a proposal
+        self.unchecked = ""
+        self.on_accepted: Callable[[], None] | None = None  # the adapter's: the failed cell is fixed now
         self._applier = applier
         self._provider: Provider | None = None
         self._stop = threading.Event()
@@ -171,6 +183,9 @@ class RefineSession:
             raise SessionStateError("this session has nothing to run")
         if self.decision != "pending":
             raise SessionStateError(f"this session was already {self.decision}")
+        if job.stop_before:
+            self.finish_without_loop("unfixed", job.stop_before)
+            return
         self.status, self.message = "running", ""
         self._stop.clear()
         try:
@@ -205,6 +220,8 @@ class RefineSession:
         add_to_kernel(total((r for a in result.attempts[counted:] for r in a.replies), job.prices))
         if job.on_finish is not None:
             job.on_finish(self)
+        if result.status == "fixed" and result.fixed_code is not None:
+            self.unchecked = unchecked_change(job.task, job.repair, result.fixed_code)
 
     def run_in_background(
         self,
@@ -316,13 +333,17 @@ class RefineSession:
     def fixed_code(self) -> str | None:
         """The fix (status "fixed"), or the unverified proposal (status "changes_checks")."""
         if self.result and self.status in ("fixed", "changes_checks"):
+            plan = self.plan
+            if plan is not None and len(plan.changes) == 1 and not plan.moves:
+                return plan.changes[0].new_source  # what the cell it belongs to will hold
             return self.result.fixed_code
         return None
 
     @property
     def verified(self) -> bool:
-        """The fix passed its trial without changing the checks (see :mod:`nbrefine.engine.verify`)."""
-        return self.status == "fixed"
+        """The fix passed its trial without changing the checks (see :mod:`nbrefine.engine.verify`),
+        and something checks the result it changes (else it is a proposal: :attr:`unchecked`)."""
+        return self.status == "fixed" and not self.unchecked
 
     @property
     def unverified_reason(self) -> str:
@@ -408,8 +429,13 @@ class RefineSession:
         if not run_here and self.prepare is not None:
             self.prepare()
             return True
-        self.accept_ok = self._applier(fixed)
-        return self.accept_ok
+        return self._applied(self._applier(fixed))
+
+    def _applied(self, ok: bool) -> bool:
+        self.accept_ok = ok
+        if ok and self.on_accepted is not None:
+            self.on_accepted()
+        return ok
 
     def apply_here(self) -> bool:
         """Run an accepted fix in the kernel after all: the frontend was to run the cell but did
@@ -422,12 +448,15 @@ class RefineSession:
             or self._applier is None
         ):
             raise SessionStateError("there is no accepted fix waiting to run")
-        self.accept_ok = self._applier(fixed)
-        return self.accept_ok
+        return self._applied(self._applier(fixed))
 
     def _why_not_apply(self, fixed: str) -> str:
+        if self.status == "fixed" and self.unchecked:
+            return f"the fix runs, but nothing checks the result ({self.unchecked})"
         if not self.verified:
             return f"the proposal is not verified: it changes the checks ({self.unverified_reason})"
+        if self.result is not None and self.result.fixed_code is not None:
+            fixed = self.result.fixed_code  # the candidate as its trial ran it (all its cells)
         job = self.job
         if job is None or job.accept_runner is None:
             return ""
@@ -482,7 +511,17 @@ class RefineSession:
         """What the session amounts to, in one line, decision first ("verified fix ready")."""
         tries = count_tries(len(self.tries))
         pending = self.decision == "pending"
-        if self.status == "fixed":
+        if self.status == "fixed" and self.unchecked:
+            text = (
+                f"a proposal — it runs, but nothing checks the result ({tries})"
+                if pending
+                else "applied anyway — nothing checked the result"
+                if self.decision == "accepted"
+                else "proposal rejected — nothing was changed"
+            )
+        elif self.status == "unfixed" and self.cause is not None and self.cause.kind == "cascade":
+            return f"nbrefine: not patched — {self.message}"
+        elif self.status == "fixed":
             text = (
                 f"verified fix ready — it passed a trial run ({tries})"
                 if pending
@@ -522,8 +561,16 @@ class RefineSession:
         if self.status == "hint" and self.teaching is not None:
             parts.append(self.teaching.render(header=False))  # the headline says "Hint 1 of 3"
             return "\n".join(parts)
+        if self.cause is not None and self.cause.kind not in ("here", "cascade"):
+            parts.append("where the cause is: " + self.cause.sentence())
         if self.fixed_code is not None:
-            parts.append(self.diff(color=color))
+            plan = self.plan
+            if plan is not None and plan.spans_cells:
+                parts.extend(self._plan_lines(color))
+            else:
+                parts.append(self.diff(color=color))
+            if self.unchecked:
+                parts.append(f"It runs, but nothing checks the result: {self.unchecked}.")
             parts.extend(self._next_step())
         lines = self.attempt_lines()
         if lines:
@@ -535,6 +582,20 @@ class RefineSession:
             parts.append("tokens: " + self.usage.describe())
         return "\n".join(parts)
 
+    def _plan_lines(self, color: bool) -> list[str]:
+        """A fix that spans cells: one labelled diff per changed cell, and the moves."""
+        plan = self.plan
+        if plan is None:
+            return []
+        lines = [move.label for move in plan.moves]
+        for change in plan.changes:
+            lines.append(f"{change.label}:")
+            diff = change.diff()
+            lines.append("\n".join(_color_diff_line(d) for d in diff.splitlines()) if color else diff)
+        if plan.runs:
+            lines.append("Accept runs, in order: " + ", ".join(cell.label for cell, _ in plan.runs))
+        return lines
+
     def _next_step(self) -> list[str]:
         """How to act on the fix (or what was done with it), for the text view."""
         if self.decision != "pending":
@@ -543,7 +604,9 @@ class RefineSession:
         lines = []
         if self.accept_refused:
             lines.append(f"Accept did not apply it: {self.accept_refused}.")
-        if not self.verified:
+        if self.unchecked:
+            lines.append("%refine accept --anyway applies it all the same, or %refine reject.")
+        elif not self.verified:
             lines.append(
                 f"This proposal is not verified: it changes the checks ({self.unverified_reason}). "
                 "%refine accept --anyway runs it in the kernel all the same, or %refine reject."
@@ -561,6 +624,41 @@ class RefineSession:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.render_text())
+
+
+def unchecked_change(task: RepairTask, repair: CellsRepair | None, code: str) -> str:
+    """What a passed candidate changes in what a cell computes when nothing checks the result
+    ("" : nothing such, or something pins it): then it is a proposal, not a verified fix."""
+    changes = repair.changes_of(code) if repair is not None else {"": code}
+    originals = {c.key: c for c in task.cells}
+    checks = list(task.checks) + [c.source for c in task.dependents]
+    if repair is not None and repair.failing.key not in changes:
+        checks.append(repair.failing.source)  # the failing cell runs after the change, as a check
+    failed_assert = any(f.error_type == "AssertionError" for f in task.failures)
+    known = _known_names(task)
+    for key, new in changes.items():
+        cell = originals.get(key)
+        if cell is not None and cell.role == "moved":
+            continue
+        old = cell.source if cell is not None else task.code
+        verdict = judge(old, new, checks=checks, failed_assert=failed_assert, known_names=known)
+        if verdict.unchecked:
+            return verdict.what or "it changes what the cell computes"
+    return ""
+
+
+def _known_names(task: RepairTask) -> set[str]:
+    """Names and keys a misspelling may have meant: the namespace's, and the columns or keys of
+    the values the prompt summarised."""
+    known = {name for name in task.namespace if not name.startswith("_")}
+    for summary in task.values:
+        value = task.namespace.get(summary.name)
+        try:  # a DataFrame's columns, a dict's keys; whatever else a value does is not our business
+            keys = list(value)[:200] if isinstance(value, dict) else getattr(value, "columns", None)
+            known.update(str(k) for k in list(keys or ())[:200])
+        except Exception:
+            continue
+    return known
 
 
 def _color_diff_line(line: str) -> str:

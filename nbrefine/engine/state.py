@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..grounding.history import NotebookCell
 from ..providers.base import Provider
 from ..providers.cache import CachingProvider, ResponseStore
 from .cost import Usage
@@ -56,6 +57,9 @@ class KernelState:
     responses: ResponseStore = field(default_factory=ResponseStore)  # replies already paid for
     gate: PolicyGate = field(default_factory=PolicyGate)  # the teaching policy and its lock
     ledger: HintLedger = field(default_factory=HintLedger)  # the hints per failing cell
+    #: the notebook's code cells in order, where a driver said (``nbrefine fix`` does): what a
+    #: repair knows of cells below, cells that failed and cells the notebook locks
+    notebook: tuple[NotebookCell, ...] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def spend(self, usage: Usage) -> None:

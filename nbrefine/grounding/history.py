@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from .cellfacts import readonly_reason, user_text
 from .ipython_names import is_ipython_name
 from .redaction import Redactor
 from .scope import free_names, is_ipython_syntax, light_transform, parse, scan
@@ -74,6 +75,7 @@ class ExecutedCell:
     cell_id: str | None = None  # the nbformat cell id (``ExecutionInfo.cell_id``)
     code: str | None = None  # the Python IPython ran (``In[count]``); None: derived from source
     ran_at: float | None = None  # time.time() after it ran; lets analyse tell edits from unsaved runs
+    failed: bool = False  # the run raised (and no accepted fix ran in its place since)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ class NotebookCell:
 
     cell_id: str
     source: str
+    readonly: str = ""  # why the notebook says it may not change (nbgrader test cell, editable false)
+    #: what its latest run did, where the caller knows (``nbrefine fix`` does): "ok", "failed",
+    #: "not_run"; None: unknown (the notebook as saved on disk)
+    status: str | None = None
+    count: int | None = None  # the execution count of its latest run, where known
+    solution: bool = False  # an nbgrader solution cell: where a student's fix goes
 
 
 @dataclass(frozen=True)
@@ -423,9 +431,11 @@ def _render(report: HistoryReport, budget: int, redactor: Redactor) -> str:
     if report.definers or report.indirect:
         head.append("Where the names this code uses were last defined:")
         for name, count in report.definers.items():
-            head.append(f"- {name}: {_name_cell(by_count[count])}")
+            head.append(f"- {name}: {_name_cell(by_count[count])}{_failed_mark(by_count[count])}")
         for name, count in report.indirect.items():
-            head.append(f"- {name} (used by those cells): {_name_cell(by_count[count])}")
+            head.append(
+                f"- {name} (used by those cells): {_name_cell(by_count[count])}{_failed_mark(by_count[count])}"
+            )
     head_text = _clip_lines(head, max(budget * 3 // 5, min(budget, 300)))
 
     relevant: list[int] = list(dict.fromkeys([*report.definers.values(), *report.indirect.values()]))
@@ -487,6 +497,10 @@ def _render(report: HistoryReport, budget: int, redactor: Redactor) -> str:
     return text if len(text) <= budget else clip(text, budget, _CUT)
 
 
+def _failed_mark(cell: ExecutedCell) -> str:
+    return " (but that run failed: the name may not be bound as the cell says)" if cell.failed else ""
+
+
 def _gap(n: int, first: bool) -> str:
     return (
         f"[... {n} earlier cell{'s' if n != 1 else ''} not shown]"
@@ -511,9 +525,12 @@ def _cell_block(
     cell_part = f" (cell '{cell.cell_id}')" if cell.cell_id else ""
     names = [n for c in counts for n in defines.get(c, [])]
     header = f"{label}{cell_part}" + (f", defines {', '.join(names)}:" if names else ":")
+    if cell.failed:
+        header = header.replace(", defines ", ", would define ").rstrip(":") + " (its run FAILED):"
     spans = _facts(cell.source, cell.code).spans if names else {}
-    keep = [spans[name] for name in names if name in spans]
-    body = _clip_source(redactor.redact_code(cell.source), limit - len(header) - 1, keep)
+    text, dropped = user_text(cell.source)  # the %%refine line nbrefine fix put there is not the user's
+    keep = [(start - dropped, end - dropped) for start, end in (spans[n] for n in names if n in spans)]
+    body = _clip_source(redactor.redact_code(text), limit - len(header) - 1, keep)
     if body is None:
         return None
     return f"{header}\n{body}"
@@ -721,7 +738,16 @@ def notebook_cells(path: str) -> list[NotebookCell] | None:
             if not isinstance(cell_id, str) or not isinstance(source, str):
                 missing += 1
                 continue
-            cells.append(NotebookCell(cell_id=cell_id, source=source))
+            metadata = cell.get("metadata") or {}
+            nbgrader = metadata.get("nbgrader") or {}
+            cells.append(
+                NotebookCell(
+                    cell_id=cell_id,
+                    source=source,
+                    readonly=readonly_reason(metadata),
+                    solution=bool(isinstance(nbgrader, dict) and nbgrader.get("solution")),
+                )
+            )
         if missing and not cells:
             return None
         return cells

@@ -87,14 +87,23 @@ class AutoMode:
         self._session_at_failure: RefineSession | None = None
         self._snapshot: Snapshot | None = None
         self._before: dict[str, Any] | None = None
-        # execution count -> (notebook cell id, time it ran): O(1) per cell, for the history
-        self.runs: dict[int, tuple[str | None, float]] = {}
+        # execution count -> (notebook cell id, time it ran, whether it failed): O(1) per cell,
+        # for the history and for finding the cell a failure is caused in
+        self.runs: dict[int, tuple[str | None, float, bool]] = {}
         self.ip.events.register("post_run_cell", self.record)
 
     def record(self, result: Any) -> None:
         info = result.info
         if info is not None and info.store_history:  # not %%refine's inner run, nor Accept's
-            self.runs[result.execution_count] = (info.cell_id, time.time())
+            failed = not bool(getattr(result, "success", True))
+            self.runs[result.execution_count] = (info.cell_id, time.time(), failed)
+
+    def mark_fixed(self, count: int | None) -> None:
+        """An accepted fix of the run ``count`` ran without error: that cell no longer counts as
+        failed (a later cell's NameError is not a cascade of it)."""
+        if count is not None and count in self.runs:
+            cell_id, ran_at, _ = self.runs[count]
+            self.runs[count] = (cell_id, ran_at, False)
 
     def stop(self) -> None:
         """Remove every callback (unloading the extension)."""

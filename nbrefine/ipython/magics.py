@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -21,6 +22,7 @@ from ..engine import (
     SessionStateError,
     UnverifiedFixError,
     apply_policy_line,
+    current,
     kernel_gate,
     last_session,
     partial_run_note,
@@ -30,7 +32,7 @@ from ..engine import (
 from ..engine.config import Refine
 from ..grounding import Redactor
 from ..grounding.capture import Failure, capture_failure
-from ..grounding.history import ExecutedCell
+from ..grounding.history import ExecutedCell, NotebookCell
 from ..sandbox import SandboxOptions, Snapshot, call_in_fork, run_checks
 from ._kernel_secrets import connection_paths, forget_kernel_secrets
 from .auto import AutoMode
@@ -108,6 +110,7 @@ class RefineMagics(Magics):
                 session._applier = lambda code: self._apply(code, before, after)
                 session.prepare = lambda: undo_rebinds(self.ip.user_ns, before, after)
                 failing_count = self._current_count(cell)
+                session.on_accepted = lambda count=failing_count: self.auto.mark_fixed(count)
                 error = result.error_in_exec or result.error_before_exec
                 session.job = jobs.build(
                     session,
@@ -173,6 +176,7 @@ class RefineMagics(Magics):
         session.failures = (failure,)
         session._applier = lambda fixed: self._apply(fixed, before, after)
         session.prepare = lambda: undo_rebinds(self.ip.user_ns, before, after)
+        session.on_accepted = lambda: self.auto.mark_fixed(failing_count)
         session.job = self._jobs().build(
             session, error, run, raw_cell, [failure], before, after, redactor, snapshot, notes, failing_count
         )
@@ -266,6 +270,7 @@ class RefineMagics(Magics):
             executed=self._executed,
             code_counts=getattr(self.ip.compile, "_filename_map", None),
             say=print,
+            notebook=self._notebook,
         )
         return JobBuilder(kernel, self.settings)
 
@@ -317,12 +322,39 @@ class RefineMagics(Magics):
         except AttributeError:
             return []
         runs = self.auto.runs
+        unknown: tuple[str | None, float | None, bool] = (None, None, False)
         return [
             ExecutedCell(
-                n, raw[n], runs.get(n, (None, None))[0], code=parsed[n], ran_at=runs.get(n, (None, None))[1]
+                n,
+                raw[n],
+                runs.get(n, unknown)[0],
+                code=parsed[n],
+                ran_at=runs.get(n, unknown)[1],
+                failed=runs.get(n, unknown)[2],
             )
             for n in range(1, min(len(raw), len(parsed)))
             if n != failing_count
+        ]
+
+    def _notebook(self) -> list[NotebookCell] | None:
+        """The notebook's cells as a driver told the kernel (``nbrefine fix``), with what the
+        latest run of each did in this kernel; None: not told (the saved file is read instead)."""
+        told = current().notebook
+        if told is None:
+            return None
+        latest: dict[str, tuple[int, bool]] = {}
+        for count, (cell_id, _, failed) in sorted(self.auto.runs.items()):
+            if cell_id is not None:
+                latest[cell_id] = (count, failed)
+        return [
+            replace(
+                cell,
+                status=("failed" if latest[cell.cell_id][1] else "ok")
+                if cell.cell_id in latest
+                else "not_run",
+                count=latest[cell.cell_id][0] if cell.cell_id in latest else None,
+            )
+            for cell in told
         ]
 
     def _rerun(self, cell: str) -> bool:
