@@ -117,6 +117,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--in-place", action="store_true", help="overwrite NOTEBOOK (atomically; keeps NAME.ipynb.bak)"
     )
     out.add_argument("--dry-run", action="store_true", help="run and report, write no notebook")
+    fix.add_argument(
+        "--apply-proposals",
+        action="store_true",
+        help="also apply fixes that run but that nothing checks (they change what a cell computes, "
+        "a literal or an index, with no assert that pins the result); by default they are reported",
+    )
     add_trait_flags(fix, ("provider", "model", "max_attempts", "timeout"))
     fix.add_argument(
         "--cell-timeout",
@@ -264,6 +270,7 @@ def options(args: argparse.Namespace) -> FixOptions:
         report=Path(report) if report is not None else None,
         kernel=args.kernel,
         cells=parse_cells(args.cells) if args.cells is not None else None,
+        apply_proposals=bool(getattr(args, "apply_proposals", False)),
         **values,
     )
 

@@ -150,6 +150,8 @@ class RefineSession:
         #: the fix changes what the cell computes and nothing checks the result: a proposal
         self.unchecked = ""
         self.on_accepted: Callable[[], None] | None = None  # the adapter's: the failed cell is fixed now
+        #: Accept's first step (undo the failed run's rebinds), kept when :attr:`prepare` is not
+        self.undo_failed_run: Callable[[], None] | None = None
         self._applier = applier
         self._provider: Provider | None = None
         self._stop = threading.Event()
@@ -397,7 +399,7 @@ class RefineSession:
 
     # ------------------------------------------------------------------ decision
 
-    def accept(self, *, anyway: bool = False, run_here: bool = True) -> bool:
+    def accept(self, *, anyway: bool = False, run_here: bool = True, elsewhere: bool = False) -> bool:
         """Run the fix in the live kernel (the state advances as if the fixed cell had run).
 
         A fix is applied only where it is verified: it must not change the checks, and when a
@@ -407,7 +409,8 @@ class RefineSession:
 
         ``run_here=False`` (where :attr:`prepare` is set): everything but running the fix, which
         the frontend then does by running the cell (``accept_ok`` stays None); should it not,
-        :meth:`apply_here` runs it."""
+        :meth:`apply_here` runs it. ``elsewhere=True``: the same for a driver that writes and runs
+        every cell of :attr:`plan` itself (``nbrefine fix``), whatever the plan spans."""
         if self.running:
             self.wait()  # a headless caller (nbclient, a script) may accept while the loop runs
         fixed = self.fixed_code
@@ -426,6 +429,9 @@ class RefineSession:
         self.accepted_anyway = anyway
         self.decision = "accepted"
         self.release()
+        if elsewhere and self.undo_failed_run is not None:
+            self.undo_failed_run()
+            return True
         if not run_here and self.prepare is not None:
             self.prepare()
             return True

@@ -433,9 +433,8 @@ def _render(report: HistoryReport, budget: int, redactor: Redactor) -> str:
         for name, count in report.definers.items():
             head.append(f"- {name}: {_name_cell(by_count[count])}{_failed_mark(by_count[count])}")
         for name, count in report.indirect.items():
-            head.append(
-                f"- {name} (used by those cells): {_name_cell(by_count[count])}{_failed_mark(by_count[count])}"
-            )
+            cell = by_count[count]
+            head.append(f"- {name} (used by those cells): {_name_cell(cell)}{_failed_mark(cell)}")
     head_text = _clip_lines(head, max(budget * 3 // 5, min(budget, 300)))
 
     relevant: list[int] = list(dict.fromkeys([*report.definers.values(), *report.indirect.values()]))

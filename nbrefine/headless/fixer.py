@@ -28,7 +28,7 @@ from .._version import __version__
 from ..grounding.text import clip
 from .kernel import TIMEOUT_ENAME, Execution, KernelDriver, kernel_call
 from .notebook import coalesce, first_line, nbf, until_first_error
-from .session_json import AttemptJSON, SessionJSON, TeachingJSON
+from .session_json import AttemptJSON, PlanJSON, SessionJSON, TeachingJSON
 from .settings import cell_options, config_lines
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ class FixOptions:
     quick_fixes: bool
     mode: str | None = None  # teaching mode (the %%refine cell option)
     max_hints: int | None = None
+    #: apply fixes that run but that nothing checks (they change what a cell computes): proposals
+    apply_proposals: bool = False
 
     def trait_values(self) -> dict[str, Any]:
         """The Refine traits these options set (see :mod:`.settings`)."""
@@ -148,6 +150,11 @@ class CellResult:
     diff: str = ""
     explanation: str = ""
     hint: TeachingJSON | None = None  # teaching modes: the hint or explanation given
+    cause: str = ""  # where the failure is caused, when another cell ("In [2] fails because In [1] failed")
+    proposal: str = ""  # the fix runs, but nothing checks what it changes: not applied by default
+    proposed_source: str | None = None  # that proposal
+    changed_cells: list[dict[str, Any]] = field(default_factory=list)  # a fix in other cells: id, label, diff
+    moved: list[dict[str, Any]] = field(default_factory=list)  # cells the fix moved: id, above
 
     @property
     def failed(self) -> bool:
@@ -182,6 +189,11 @@ class CellResult:
             "diff": self.diff,
             "explanation": self.explanation,
             "hint": self.hint,
+            "cause": self.cause,
+            "proposal": self.proposal,
+            "proposed_source": self.proposed_source,
+            "changed_cells": self.changed_cells,
+            "moved": self.moved,
         }
 
 
@@ -218,6 +230,8 @@ class RunResult:
             "fixed_at_first_attempt": sum(len(c.attempts) == 1 for c in fixed),
             "fixed_after_attempts": {str(n): after[n] for n in sorted(after)},
             "unfixed": sum(c.status == "unfixed" for c in ran),
+            "proposals": sum(bool(c.proposal) for c in ran),
+            "fixed_in_another_cell": sum(bool(c.changed_cells or c.moved) for c in fixed),
             "not_run": sum(c.status == "not_run" for c in self.cells),
             "by_error_type": dict(sorted(by_type.items())),
         }
@@ -247,6 +261,7 @@ class Fixer:
         self.offline_model = offline_model()
         self.refine_line = "%%refine" + cell_options(opts.trait_values())
         self.count = 0
+        self.results: list[CellResult] = []
 
     # ---------------------------------------------------------------- set-up
 
@@ -308,7 +323,11 @@ class Fixer:
             raise BadInputError(f"the kernel cannot load nbrefine: {setup.ename}: {setup.evalue}")
         todo = [r for r in results if r.status == "not_run"]
         run = RunResult(results)
+        self.results = results
+        self.tell_notebook(kernel)
         for position, result in enumerate(todo, 1):
+            if result.status != "not_run":
+                continue  # a fix of an earlier cell already ran it (a cell moved above it)
             cell_started = time.perf_counter()
             try:
                 self.run_cell(kernel, result)
@@ -389,13 +408,148 @@ class Fixer:
         if teaching and teaching["status"] != "fix_loop":
             _take_hint(result, cell, run, teaching, as_is)
             return
+        if session["cause"] is not None and session["cause"]["kind"] not in ("here",):
+            result.cause = session["cause"]["sentence"]
+        if session["status"] == "fixed" and session["unchecked"] and not self.opts.apply_proposals:
+            self._propose(result, cell, run, session, as_is)
+            return
         if session["status"] != "fixed" or session["fixed_code"] is None:
             cell.outputs = coalesce(run.outputs if as_is else until_first_error(run.outputs))
             message = session["message"] or "no fix"
             unfixed = session["status"] in ("unfixed", "changes_checks")  # the latter says it is unverified
             result.reason = message if unfixed else f"{session['status']}: {message}"
             return
+        plan = session["plan"]
+        if plan is not None and plan["spans_cells"]:
+            self._accept_plan(kernel, result, run, session, plan, as_is)
+            return
         self._accept(kernel, result, cell, run, session, as_is)
+
+    def _propose(
+        self, result: CellResult, cell: Any, run: Execution, session: SessionJSON, as_is: bool
+    ) -> None:
+        """A fix that runs but that nothing checks: reported, kept in the notebook's metadata, not
+        applied (``--apply-proposals`` applies it)."""
+        cell.outputs = coalesce(run.outputs if as_is else until_first_error(run.outputs))
+        result.proposal = session["unchecked"]
+        result.proposed_source = session["fixed_code"]
+        result.reason = (
+            f"a proposal, not applied: it runs, but nothing checks the result ({session['unchecked']})"
+        )
+        cell.metadata["nbrefine"] = {
+            "proposal": session["fixed_code"],
+            "unchecked": session["unchecked"],
+            "error_type": result.error_type,
+            "version": __version__,
+        }
+
+    # ---------------------------------------------------------------- a fix in other cells
+
+    def tell_notebook(self, kernel: KernelDriver) -> None:
+        """Tell the kernel the notebook's code cells in order (ids, sources, locks): a repair there
+        then knows the cells below, and the cells nbgrader locks."""
+        cells = [
+            {"id": c.get("id"), "source": c.source, "metadata": dict(c.metadata)}
+            for c in self.notebook.cells
+            if c.cell_type == "code" and c.get("id")
+        ]
+        kernel.run(kernel_call("tell_notebook", _plain_json(cells)), 0, store_history=False)
+
+    def _index_of(self, cell_id: str | None) -> int | None:
+        return next(
+            (i for i, c in enumerate(self.notebook.cells) if cell_id and c.get("id") == cell_id), None
+        )
+
+    def _move(self, cell_id: str | None, above: str | None) -> bool:
+        """Move cell ``cell_id`` just above cell ``above``; the results follow their cells."""
+        source, target = self._index_of(cell_id), self._index_of(above)
+        if source is None or target is None:
+            return False
+        cell = self.notebook.cells.pop(source)
+        self.notebook.cells.insert(self._index_of(above) or 0, cell)
+        for result in self.results:
+            found = self._index_of(result.cell_id)
+            if found is not None:
+                result.index = found
+        return True
+
+    def _accept_plan(
+        self,
+        kernel: KernelDriver,
+        result: CellResult,
+        run: Execution,
+        session: SessionJSON,
+        plan: PlanJSON,
+        as_is: bool,
+    ) -> None:
+        """Accept a fix that spans cells: write every changed cell (with its provenance), move the
+        moved ones, then run the plan's cells in order, each with its own outputs."""
+        from ..engine import fix_provenance
+
+        failing = self.notebook.cells[result.index]
+        failing.outputs = coalesce(run.outputs if as_is else until_first_error(run.outputs))
+        ids = [c["cell_id"] for c in plan["changes"]] + [m["cell_id"] for m in plan["moves"]]
+        if any(self._index_of(cell_id) is None for cell_id in ids):
+            result.reason = "not applied: the fix is for a cell nbrefine cannot find in the notebook"
+            return
+        kernel.run(kernel_call("accept_plan", run.request_id), result.index, store_history=False)
+        after = kernel.session(run, result.index)
+        if after is None or after["decision"] == "pending":
+            refused = after["accept_refused"] if after is not None else ""
+            result.reason = f"not applied: {refused or 'Accept refused it'}"
+            return
+        for move in plan["moves"]:
+            self._move(move["cell_id"], move["above"])
+            result.moved.append({"id": move["cell_id"], "above": move["above"]})
+        for change in plan["changes"]:
+            cell = self.notebook.cells[self._index_of(change["cell_id"]) or 0]
+            original = cell.source
+            head = original.partition("\n")[0]
+            keep_head = head.lstrip().startswith("%%refine") and not change["source"].lstrip().startswith(
+                "%%"
+            )
+            cell.source = f"{head}\n{change['source']}" if keep_head else change["source"]
+            cell.metadata["nbrefine"] = fix_provenance(
+                original_source=original,
+                attempts=len(result.attempts),
+                provider=result.provider,
+                model=result.model,
+                verified=True,
+                error_type=result.error_type,
+                explanation=result.explanation,
+            )
+            result.changed_cells.append(
+                {"id": change["cell_id"], "label": change["label"], "diff": change["diff"]}
+            )
+            if change["cell_id"] == result.cell_id:
+                result.fixed_source = cell.source
+        raised = self._run_plan(kernel, plan)
+        if raised:
+            result.reason = (
+                f"the fix passed its trial run but raised when its cells ran in the kernel: {raised}"
+            )
+            return
+        result.status = "fixed"
+        result.diff = "\n".join(f"{c['label']}\n{c['diff']}" for c in plan["changes"]) or result.diff
+        self.tell_notebook(kernel)
+
+    def _run_plan(self, kernel: KernelDriver, plan: PlanJSON) -> str:
+        """Run the plan's cells in order, each at its place; the first error ("" : none)."""
+        for step in plan["runs"]:
+            index = self._index_of(step["cell_id"])
+            if index is None:
+                return f"cell {step['cell_id']!r} is not in the notebook"
+            cell = self.notebook.cells[index]
+            self.count += 1
+            cell.execution_count = self.count
+            ran = kernel.run(cell.source, index, store_history=True, count=self.count)
+            cell.outputs = coalesce(ran.outputs)
+            owner = next((r for r in self.results if r.cell_id == step["cell_id"]), None)
+            if owner is not None and owner.status == "not_run":
+                owner.status = "passed" if ran.ok else "unfixed"
+            if not ran.ok:
+                return f"{ran.ename}: {first_line(ran.evalue)}"
+        return ""
 
     def _accept(
         self,
@@ -459,6 +613,13 @@ class Fixer:
         if self.choice.quick_fixes and model == self.offline_model:
             return "offline"
         return self.choice.name
+
+
+def _plain_json(value: Any) -> Any:
+    """``value`` as plain lists, dicts and strings (notebook nodes are dict subclasses)."""
+    import json
+
+    return json.loads(json.dumps(value))
 
 
 def _no_session(result: CellResult, cell: Any, run: Execution) -> None:

@@ -108,9 +108,11 @@ class KernelDriver:
         notebook = self.client.nb
         cell = notebook.cells[index] if index < len(notebook.cells) else None
         scratch = nbf().v4.new_code_cell(source)
+        cell_id = cell.get("id") if cell is not None and store_history else None
         self.reply, self.request_id = {}, ""
         try:
-            self.client.execute_cell(scratch, index, execution_count=count, store_history=store_history)
+            with _sending_cell_id(self.client, cell_id):
+                self.client.execute_cell(scratch, index, execution_count=count, store_history=store_history)
         except DeadKernelError:
             raise KernelDiedError(_log_tail(self.log).strip(" ()")) from None
         finally:
@@ -145,6 +147,36 @@ def kernel_call(function: str, *args: Any, module: str = "nbrefine.headless.sess
     (``args`` are given as literals)."""
     arguments = ", ".join(repr(a) for a in args)
     return f"__import__({module!r}, fromlist=['_']).{function}({arguments})"
+
+
+@contextlib.contextmanager
+def _sending_cell_id(client: Any, cell_id: str | None) -> Iterator[None]:
+    """Within the block, execute requests carry ``cellId`` in their metadata, as JupyterLab's do:
+    the kernel then knows which notebook cell runs (the history and a repair name cells by it).
+    nbclient sends no metadata, so the client's ``execute`` is wrapped for the block."""
+    kc = getattr(client, "kc", None)
+    if kc is None or not cell_id:
+        yield
+        return
+
+    def execute(code: str, silent: bool = False, store_history: bool = True, **options: Any) -> str:
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": store_history,
+            "user_expressions": options.get("user_expressions") or {},
+            "allow_stdin": options.get("allow_stdin", getattr(kc, "allow_stdin", False)),
+            "stop_on_error": options.get("stop_on_error", True),
+        }
+        msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+        kc.shell_channel.send(msg)
+        return str(msg["header"]["msg_id"])
+
+    kc.execute = execute
+    try:
+        yield
+    finally:
+        del kc.execute  # back to the class's method
 
 
 @contextlib.contextmanager

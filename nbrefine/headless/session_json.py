@@ -12,12 +12,25 @@ May import: the engine (in the kernel, inside the functions) and the standard li
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:
     from ..engine import Attempt, RefineSession, Status, StopReason, TeachingResult
+    from ..engine.accept import AcceptPlan
+    from ..engine.cause import Cause
 
-__all__ = ["AttemptJSON", "FailureJSON", "SessionJSON", "TeachingJSON", "accept", "session_json"]
+__all__ = [
+    "AttemptJSON",
+    "CellChangeJSON",
+    "FailureJSON",
+    "PlanJSON",
+    "SessionJSON",
+    "TeachingJSON",
+    "accept",
+    "accept_plan",
+    "session_json",
+    "tell_notebook",
+]
 
 
 class FailureJSON(TypedDict):
@@ -55,6 +68,23 @@ class TeachingJSON(TypedDict):
     model: str
 
 
+class CellChangeJSON(TypedDict):
+    cell_id: str | None
+    label: str  # "In [1] (cell 'search') · defines search"
+    source: str  # the new source (as the user sees it: no %%refine line)
+    diff: str
+
+
+class PlanJSON(TypedDict):
+    """What Accept does (engine/accept.py): read by ``nbrefine fix`` to write the cells."""
+
+    spans_cells: bool
+    note: str  # where the cause is, one sentence
+    changes: list[CellChangeJSON]
+    moves: list[dict[str, str | None]]  # {"cell_id", "above"}: moved just above that cell
+    runs: list[dict[str, str | None]]  # {"cell_id", "source"}: run in this order
+
+
 class SessionJSON(TypedDict):
     status: Status
     message: str
@@ -70,6 +100,9 @@ class SessionJSON(TypedDict):
     failure: FailureJSON | None
     attempts: list[AttemptJSON]
     teaching: TeachingJSON | None
+    cause: dict[str, Any] | None  # {"kind", "sentence", "cells": [cell ids]}; None: not found yet
+    unchecked: str  # the fix runs, but nothing checks what it changes: a proposal ("" : not so)
+    plan: PlanJSON | None
 
 
 def session_json(s: RefineSession) -> SessionJSON:
@@ -92,6 +125,26 @@ def session_json(s: RefineSession) -> SessionJSON:
         else {"error_type": failure.error_type, "message": failure.message, "one_line": failure.one_line()},
         "attempts": [_attempt(a) for a in s.attempts],
         "teaching": None if s.teaching is None else _teaching(s.teaching),
+        "cause": None if s.cause is None else _cause(s.cause),
+        "unchecked": s.unchecked,
+        "plan": None if s.plan is None else _plan(s.plan),
+    }
+
+
+def _cause(c: Cause) -> dict[str, Any]:
+    return {"kind": c.kind, "sentence": c.sentence(), "cells": [cell.cell_id for cell in c.causes]}
+
+
+def _plan(p: AcceptPlan) -> PlanJSON:
+    return {
+        "spans_cells": p.spans_cells,
+        "note": p.note,
+        "changes": [
+            {"cell_id": c.cell.cell_id, "label": c.label, "source": c.new_source, "diff": c.diff()}
+            for c in p.changes
+        ],
+        "moves": [{"cell_id": m.cell.cell_id, "above": m.above.cell_id} for m in p.moves],
+        "runs": [{"cell_id": cell.cell_id, "source": source} for cell, source in p.runs],
     }
 
 
@@ -149,3 +202,35 @@ def accept(request_id: str) -> None:
         return
     with contextlib.suppress(UnverifiedFixError):
         s.accept()
+
+
+def accept_plan(request_id: str) -> None:
+    """In the kernel: accept a fix that spans cells, as :func:`accept` does, but run nothing:
+    ``nbrefine fix`` writes the cells and runs them itself, in the plan's order, so that each cell
+    gets its own outputs (the panel's extension does the same)."""
+    from ..engine import UnverifiedFixError, session_for_request
+
+    s = session_for_request(request_id)
+    if s is None:
+        return
+    with contextlib.suppress(UnverifiedFixError):
+        s.accept(elsewhere=True)
+
+
+def tell_notebook(cells: list[dict[str, Any]]) -> None:
+    """In the kernel: the notebook's code cells in order (``{"id", "source", "metadata"}``), from the
+    driver that runs it, for finding where a failure is caused (a cell below, a cell locked)."""
+    from ..engine.state import current
+    from ..grounding.cellfacts import readonly_reason
+    from ..grounding.history import NotebookCell
+
+    current().notebook = tuple(
+        NotebookCell(
+            cell_id=str(cell["id"]),
+            source=str(cell["source"]),
+            readonly=readonly_reason(cell.get("metadata") or {}),
+            solution=bool((cell.get("metadata") or {}).get("nbgrader", {}).get("solution")),
+        )
+        for cell in cells
+        if cell.get("id")
+    )

@@ -109,6 +109,7 @@ class RefineMagics(Magics):
                 session.failures = tuple(failures)
                 session._applier = lambda code: self._apply(code, before, after)
                 session.prepare = lambda: undo_rebinds(self.ip.user_ns, before, after)
+                session.undo_failed_run = session.prepare
                 failing_count = self._current_count(cell)
                 session.on_accepted = lambda count=failing_count: self.auto.mark_fixed(count)
                 error = result.error_in_exec or result.error_before_exec
@@ -176,6 +177,7 @@ class RefineMagics(Magics):
         session.failures = (failure,)
         session._applier = lambda fixed: self._apply(fixed, before, after)
         session.prepare = lambda: undo_rebinds(self.ip.user_ns, before, after)
+        session.undo_failed_run = session.prepare
         session.on_accepted = lambda: self.auto.mark_fixed(failing_count)
         session.job = self._jobs().build(
             session, error, run, raw_cell, [failure], before, after, redactor, snapshot, notes, failing_count
