@@ -149,6 +149,15 @@ def test_what_the_original_cell_already_did_is_not_held_against_the_candidate():
     assert reason(original, original.replace(" + missing", "")) == ""
 
 
+def test_what_the_candidate_adds_counts_even_where_the_original_already_did_it_once():
+    original = "x = eval(a)\ny = x + missing"
+    assert reason(original, "x = eval(a)\ny = x") == ""
+    assert (
+        reason(original, "x = eval(a)\ny = eval(b)")
+        == "runs code or imports a module named at run time: eval (line 2)"
+    )
+
+
 def test_the_trial_outcome_counts_its_suspect_and_the_checks_it_ran():
     gate = Gate("x = 1", 2)
     assert gate("x = 2", TrialOutcome("passed", checks_total=2)) == ""
@@ -240,3 +249,94 @@ def test_a_transform_that_fails_on_the_broken_cell_does_not_break_the_gate():
     gate = Gate(original, transform=ipython_like)
     assert gate("def f(x):\n    y = x\n    return y\nassert f(1) == 1", PASSED) == ""
     assert "drops `assert f(1) == 1`" in gate("def f(x):\n    y = x\n    return y", PASSED)
+
+
+# ------------------------------------------- an original that does not parse (issue 18, item 7)
+
+# The cell under repair for a SyntaxError or IndentationError does not parse, yet what it already
+# did (an eval, an assert, a blanket except) is not the candidate's doing.
+REPR_CELL = (
+    "class Expr:\n"
+    "    def __init__(self, text):\n"
+    "        self.text = text\n"
+    "    def __repr__(self):\n"
+    "        return 'Expr(' + repr(eval(self.text)) + ')'\n"
+    "    def size(self)\n"
+    "        return len(self.text)\n"
+    "assert Expr('1 + 1').size() == 5\n"
+)
+REPR_FIX = REPR_CELL.replace("def size(self)", "def size(self):")
+
+
+def test_what_a_cell_that_does_not_parse_already_did_is_not_held_against_its_fix():
+    assert reason(REPR_CELL, REPR_FIX) == ""
+
+
+@pytest.mark.parametrize(
+    ("added", "said"),
+    [
+        ("value = eval(input_text)\n", "runs code or imports a module named at run time: eval (line 9)"),
+        ("import ctypes\n", "reaches into the sandbox: imports ctypes (line 9)"),
+        ("import nbrefine\n", "imports nbrefine (line 9)"),
+    ],
+)
+def test_what_the_fix_of_a_cell_that_does_not_parse_adds_still_changes_the_checks(added, said):
+    assert reason(REPR_CELL, REPR_FIX + added) == said
+
+
+@pytest.mark.parametrize(
+    ("original", "fixed"),
+    [
+        # pasted from a function body: "unexpected indent" on line 1
+        (
+            "    import gc\n    objs = gc.get_objects()\n    n = len(objs)\n",
+            "import gc\nobjs = gc.get_objects()\nn = len(objs)\n",
+        ),
+        # "unindent does not match any outer indentation level": the def never parses, its lines do
+        (
+            "def f(x):\n    y = eval(x)\n  return y\nassert f('1') == 1\n",
+            "def f(x):\n    y = eval(x)\n    return y\nassert f('1') == 1\n",
+        ),
+        # a line that does not parse even alone: its expressions are read from its tokens
+        ("y = eval(text)) + 1\nassert y\n", "y = eval(text) + 1\nassert y\n"),
+        # an alias imported in a chunk that parses, used in a header missing its colon
+        (
+            "import os as o\nif o.write(4, b'x') > 0\n    pass\n",
+            "import os as o\nif o.write(4, b'x') > 0:\n    pass\n",
+        ),
+    ],
+)
+def test_an_original_with_an_indentation_or_syntax_error_is_read_leniently(original, fixed):
+    assert reason(original, fixed) == ""
+
+
+def test_the_fix_of_an_indentation_error_that_adds_an_eval_changes_the_checks():
+    original = "def f(x):\n    y = eval(x)\n  return y\n"
+    fixed = "def f(x):\n    y = eval(x)\n    return y\nz = eval('1')\n"
+    assert reason(original, fixed) == ""  # a constant read like the cell: nothing in it
+    assert reason(original, fixed.replace("eval('1')", "eval(z)")).startswith("runs code")
+
+
+def test_a_multi_line_assert_of_a_cell_that_does_not_parse_is_kept_too():
+    original = "total = sum([1, 2, 3]\nassert (\n    total == 6\n), 'the sum'\n"
+    fixed = "total = sum([1, 2, 3])\nassert total == 6, 'the sum'\n"
+    assert reason(original, fixed) == ""
+    assert reason(original, "total = sum([1, 2, 3])\n") == "drops `assert total == 6`"
+    # and its place: at the cell's top level
+    moved = "total = sum([1, 2, 3])\nif total:\n    assert total == 6\n"
+    assert reason(original, moved) == "moves `assert total == 6` off the cell's top level"
+
+
+def test_an_assert_in_a_method_of_a_class_with_a_missing_colon_is_kept_where_it_was():
+    original = "class A:\n    def check(self)\n        assert self.n == 1\n"
+    fixed = original.replace("(self)", "(self):")
+    assert reason(original, fixed) == ""
+    assert reason(original, "class A:\n    def check(self):\n        pass\n") == "drops `assert self.n == 1`"
+
+
+def test_a_blanket_except_a_cell_that_does_not_parse_already_had_is_not_the_fix_s():
+    original = "try:\n    data = load()\nexcept Exception:\n    data = None\nrate = data['rate'\n"
+    fixed = original.replace("['rate'", "['rate']")
+    assert reason(original, fixed, lines=(5,)) == ""
+    added = fixed.replace("rate = data", "try:\n    rate = data") + "except Exception:\n    rate = 0\n"
+    assert reason(original, added).startswith("adds a blanket `except Exception` (line 7)")

@@ -157,6 +157,9 @@ def _failing_ref(situation: Situation) -> CellRef:
 def _ref(situation: Situation, cell: ExecutedCell, role: Literal["cause", "dependent"]) -> CellRef:
     text, _ = user_text(cell.source)
     saved = _notebook_cell(situation, cell.cell_id)
+    if saved is not None and saved.status is not None and saved.count == cell.count:
+        # the driver's copy is the cell byte for byte (IPython empties a cell magic's blank lines)
+        text = user_text(saved.source)[0]
     return CellRef(
         key=_key(cell.cell_id, cell.count),
         source=text,

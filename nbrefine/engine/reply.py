@@ -20,7 +20,6 @@ import ast
 import difflib
 import itertools
 import re
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -122,7 +121,7 @@ def split_reply(text: str, cells: Sequence[CellRef]) -> CellEdits:
     for block in code:
         before = text[max((b.end for b in found if b.end <= block.start), default=0) : block.start]
         label = _one(_mentioned(block.info, cells)) or _label_before(before, cells)
-        sections += _sections(textwrap.dedent(block.body), label, cells)
+        sections += _sections(_dedent(block.body), label, cells)
     if not sections:
         return CellEdits(explanation=explanation, reason=_EMPTY)
     return _edits(sections, cells, explanation)
@@ -512,6 +511,17 @@ def _top_level(line: str) -> bool:
 
 
 # --------------------------------------------------------------------------- text
+
+
+def _dedent(code: str) -> str:
+    """``textwrap.dedent`` that keeps whitespace-only lines as they are (a docstring's blank line
+    indented like its text is part of the cell, byte for byte)."""
+    lines = code.split("\n")
+    indents = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
+    cut = min(indents, default=0)
+    if not cut:
+        return code
+    return "\n".join(line[cut:] if line.strip() else line[: max(len(line) - cut, 0)] for line in lines)
 
 
 def _clean(code: str) -> str:

@@ -136,6 +136,9 @@ _CONVERTERS = frozenset(
 #: Methods that convert or copy their object (``x.astype(float)``, ``df[mask].copy()``).
 _CONVERTING_METHODS = frozenset({"copy", "astype", "tolist", "to_list", "to_numpy"})
 
+#: numpy's aliases of builtins, removed in 1.24 (``np.float`` → ``float``).
+_REMOVED_ALIASES = frozenset({"float", "int", "bool", "object", "str", "complex", "long", "unicode"})
+
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
 
@@ -446,7 +449,7 @@ def _is_successor_name(old: ast.AST, new: ast.AST) -> bool:
     """``np.float`` → ``float``: a removed alias replaced by what it aliased."""
     if not (isinstance(old, ast.Attribute) and isinstance(new, ast.Name)):
         return False
-    return (new.id == old.attr and new.id in _BUILTIN_NAMES) or _is_successor(old.attr, new.id)
+    return (new.id == old.attr and new.id in _REMOVED_ALIASES) or _is_successor(old.attr, new.id)
 
 
 def _is_key_for_attribute(old: ast.AST, new: ast.AST, known: Collection[str]) -> bool:
@@ -622,7 +625,7 @@ def _keeps_grouping(edit: _TokenEdit) -> bool:
 
 def _ends_a_line(token: _Token, after: _Token | None) -> bool:
     """Whether only closing punctuation follows ``token`` on its line."""
-    return _last_on_its_line(token, after) or after is None or after.text in _CLOSERS or after.text == ":"
+    return after is None or after.line > token.line or after.text in _CLOSERS or after.text == ":"
 
 
 def _last_on_its_line(token: _Token, after: _Token | None) -> bool:

@@ -13,6 +13,10 @@ content fingerprints of the names the fix reads, taken by :func:`fingerprint_spe
 runner and again in a fork of the live state, and trial-runs the fix from the live state when
 they differ (see :meth:`nbrefine.engine.session.RefineSession.accept`).
 
+A cell being repaired for a SyntaxError does not parse; the gate still reads what it already did
+(leniently: its chunks that parse, the lines and tokens of those that do not), so that an ``eval``
+or an assert the cell had is not held against its fix.
+
 This is a tripwire for the forms a model writes, not a proof: code that runs in its own trial
 process can in principle lie about its result (the README says what else holds).
 
@@ -25,8 +29,12 @@ import ast
 import builtins
 import functools
 import inspect
+import io
 import json
 import re
+import textwrap
+import tokenize
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,12 +116,10 @@ class Gate:
         new_tree = _parse(code)
         if new_tree is None:
             return []  # its trial cannot have passed: a SyntaxError fails it
-        old_tree = _parse(original)
-        reasons = _dropped_asserts(original, old_tree, new_tree, self.blamed)
+        old_tree, broken = _lenient_parse(original)
+        reasons = _dropped_asserts([*_asserts(old_tree), *_assert_lines(broken)], new_tree, self.blamed)
         reasons += _blanket_handlers(old_tree, new_tree, self.failing_lines)
-        before = set() if old_tree is None else {why for why, _ in _reaches(old_tree)}
-        reaches = sorted(_reaches(new_tree), key=lambda pair: pair[1])
-        reasons += [f"{why} (line {line})" for why, line in reaches if why not in before]
+        reasons += _added_reaches(old_tree, broken, new_tree)
         return list(dict.fromkeys(reasons))
 
 
@@ -137,6 +143,90 @@ def _clip(text: str, limit: int = 80) -> str:
     return clip(" ".join(text.split()), limit)
 
 
+# ------------------------------------------------------ an original cell that does not parse
+
+# The cell under repair for a SyntaxError or IndentationError is exactly one that does not parse.
+# Read as nothing, every assert, blanket except and eval it already had would count as the
+# candidate's doing, and its honest fix would be refused ("changes the checks: eval"). So it is
+# read leniently: parsed, and at each error the top-level chunk the error is in (from a line at
+# column 0 to the next) is repaired (a header's missing colon, a pasted indent) or blanked, and
+# the cell parsed again; the blanked lines are then read one by one (:func:`_assert_lines`,
+# :func:`_broken_reaches`). All of it is the original's own text (at most a colon added or an
+# indent taken off): it can excuse only what the cell already did. Blanking keeps the line
+# numbers, which the failing lines refer to.
+
+_MAX_PARSES = 50  # of the whole cell; past them, it is read line by line
+_HEADER = re.compile(r"\s*(async\s+)?(def|class|if|elif|else|for|while|with|try|except|finally)\b")
+
+
+def _lenient_parse(code: str) -> tuple[ast.Module, list[str]]:
+    """The original's tree, with the chunks that do not parse blanked out, and their lines."""
+    lines = re.split(r"\r\n?|\n", code)  # the lines the parser counts
+    broken: list[str] = []
+    for _ in range(_MAX_PARSES):
+        error = _syntax_error(lines)
+        if error is None:
+            return ast.parse("\n".join(lines)), broken
+        if error.lineno is None:
+            break
+        repaired = _repaired(lines, error.lineno)
+        if repaired is None:
+            start, end = _chunk_at(lines, error.lineno)
+            broken += lines[start:end]
+            repaired = lines[:start] + [""] * (end - start) + lines[end:]
+        lines = repaired
+    return ast.Module(body=[], type_ignores=[]), re.split(r"\r\n?|\n", code)
+
+
+def _syntax_error(lines: list[str]) -> SyntaxError | None:
+    """Why the lines do not parse (None: they do; no line number: not a line's fault)."""
+    try:
+        ast.parse("\n".join(lines))
+    except SyntaxError as err:
+        return err
+    except (ValueError, RecursionError, MemoryError) as err:
+        return SyntaxError(str(err))
+    return None
+
+
+def _line_index(lines: list[str], lineno: int) -> int:
+    return min(max(lineno, 1), len(lines)) - 1  # an error at the end of the cell: its last line
+
+
+def _chunk_at(lines: list[str], lineno: int) -> tuple[int, int]:
+    """The top-level chunk around line ``lineno``, as a slice of ``lines``: from the line at
+    column 0 that starts it (comments do not) to the next one."""
+    starts = [i for i, line in enumerate(lines) if line[:1].strip() and not line.startswith("#")]
+    at = _line_index(lines, lineno)
+    start = max((i for i in starts if i <= at), default=0)
+    return start, min((i for i in starts if i > at), default=len(lines))
+
+
+def _repaired(lines: list[str], lineno: int) -> list[str] | None:
+    """``lines`` with the error at ``lineno`` repaired: the cell parses, or fails only on a later
+    line. None when neither repair does that."""
+    start, end = _chunk_at(lines, lineno)
+    at = _line_index(lines, lineno)
+    colon = [*lines[:at], _with_colon(lines[at]), *lines[at + 1 :]]
+    dedented = [*lines[:start], *textwrap.dedent("\n".join(lines[start:end])).split("\n"), *lines[end:]]
+    for attempt in (colon, dedented):
+        if attempt == lines:
+            continue
+        error = _syntax_error(attempt)
+        if error is None or (error.lineno or 0) > lineno:
+            return attempt
+    return None
+
+
+def _with_colon(line: str) -> str:
+    """A block header (``def f(x)``, ``else``) with the colon it lacks."""
+    code, sharp, comment = line.partition("#") if not {"'", '"'} & set(line) else (line, "", "")
+    code = code.rstrip()
+    if not _HEADER.match(code) or code.endswith(":"):
+        return line
+    return f"{code}:" + (f"  {sharp}{comment}" if sharp else "")
+
+
 # ----------------------------------------------------------- every assert of the cell is kept
 
 
@@ -149,11 +239,12 @@ def _asserts(tree: ast.Module) -> Iterator[tuple[ast.Assert, bool]]:
 
 
 def _dropped_asserts(
-    original: str, old: ast.Module | None, new: ast.Module, blamed: frozenset[str]
+    kept: Sequence[tuple[ast.Assert, bool]], new: ast.Module, blamed: frozenset[str]
 ) -> list[str]:
+    """Why the candidate does not keep each of the original's asserts (``kept``)."""
     available = list(_asserts(new))
     reasons = []
-    for node, top in _asserts(old) if old is not None else _assert_lines(original):
+    for node, top in kept:
         match = next(
             (i for i, (cand, cand_top) in enumerate(available)
              if (cand_top or not top) and _same_test(node.test, cand.test, blamed)),
@@ -170,9 +261,9 @@ def _dropped_asserts(
     return reasons
 
 
-def _assert_lines(original: str) -> Iterator[tuple[ast.Assert, bool]]:
-    """The asserts of a cell that does not parse (a SyntaxError elsewhere), line by line."""
-    for line in original.splitlines():
+def _assert_lines(lines: Sequence[str]) -> Iterator[tuple[ast.Assert, bool]]:
+    """The asserts of lines that do not parse in place (see :func:`_lenient_parse`), line by line."""
+    for line in lines:
         tree = _parse(line.strip()) if line.strip().startswith("assert") else None
         if tree is not None and tree.body and isinstance(tree.body[0], ast.Assert):
             yield tree.body[0], not line[:1].isspace()
@@ -256,22 +347,22 @@ def _names_in(nodes: Sequence[ast.AST]) -> set[str]:
     }
 
 
-def _footprint(tree: ast.Module | None, lines: tuple[int, ...]) -> set[str] | None:
+def _footprint(tree: ast.Module, lines: tuple[int, ...]) -> set[str] | None:
     """The names of the original's failing statements (builtins left out); None: not known."""
-    if tree is None or not lines:
+    if not lines:
         return None
     failing = [s for s in tree.body if any(s.lineno <= n <= (s.end_lineno or s.lineno) for n in lines)]
     names = {n for n in _names_in(failing) if not hasattr(builtins, n)}
     return names or None
 
 
-def _blanket_handlers(old: ast.Module | None, new: ast.Module, lines: tuple[int, ...]) -> list[str]:
+def _blanket_handlers(old: ast.Module, new: ast.Module, lines: tuple[int, ...]) -> list[str]:
     footprint = _footprint(old, lines)
 
     def around(blanket: _Blanket) -> bool:
         return footprint is None or bool(footprint & _names_in(blanket.body))
 
-    before = len([b for b in _blankets(old) if around(b)]) if old is not None else 0
+    before = len([b for b in _blankets(old) if around(b)])
     added = [b for b in _blankets(new) if around(b)]
     where = "the failing statement" if footprint is not None else "the cell"
     return [f"adds a blanket `{_clip(b.what, 50)}` (line {b.line}) around {where}" for b in added[before:]]
@@ -295,13 +386,95 @@ _FD_PATHS = re.compile(r"/proc/(self|thread-self|\d+)/(fd|mem)|/dev/fd\b")
 _DYNAMIC = frozenset({"exec", "eval", "compile", "__import__", "import_module"})
 
 
-def _reaches(tree: ast.Module) -> Iterator[tuple[str, int]]:
-    """(why, line) for each way the code reaches into nbrefine or the trial process."""
-    aliases = _module_aliases(tree)
+def _reaches(tree: ast.Module, known: Mapping[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """(why, line) for each way the code reaches into nbrefine or the trial process (``known``:
+    module aliases imported elsewhere in the cell)."""
+    aliases = {**(known or {}), **_module_aliases(tree)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         for why in _why_node(node, aliases):
             yield why, line
+
+
+def _added_reaches(old: ast.Module, broken: Sequence[str], new: ast.Module) -> list[str]:
+    """The candidate's reaches beyond the original's, counted: a second ``eval`` is its own."""
+    before = Counter(why for why, _ in _reaches(old)) + _broken_reaches(broken, _module_aliases(old))
+    added = []
+    for why, line in sorted(_reaches(new), key=lambda pair: pair[1]):
+        if before[why] > 0:
+            before[why] -= 1
+        else:
+            added.append(f"{why} (line {line})")
+    return added
+
+
+def _broken_reaches(lines: Sequence[str], aliases: Mapping[str, str]) -> Counter[str]:
+    """What :func:`_reaches` finds in lines that do not parse in place: in each line alone, or
+    where even that fails, in each expression its tokens mark out."""
+    found: Counter[str] = Counter()
+    for line in map(str.strip, lines):
+        tree = _parse(line)
+        if tree is not None:
+            found.update(why for why, _ in _reaches(tree, aliases))
+            continue
+        tokens = _tokens(line)
+        at = 0
+        while at < len(tokens):
+            end, piece = _expression(line, tokens, at)
+            tree = _parse(piece) if piece else None
+            whys = [why for why, _ in _reaches(tree, aliases)] if tree is not None else []
+            found.update(whys or _called_by_name(piece))
+            at = end if tree is not None else at + 1  # else the expressions inside it are read
+    return found
+
+
+_LAYOUT = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER,
+                     tokenize.INDENT, tokenize.DEDENT})  # fmt: skip
+_BRACKETS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _tokens(line: str) -> list[tokenize.TokenInfo]:
+    """The tokens of one line, as far as it tokenizes."""
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line).readline):
+            if token.type not in _LAYOUT and token.start[0] == token.end[0] == 1:
+                found.append(token)
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        pass
+    return found
+
+
+def _expression(line: str, tokens: Sequence[tokenize.TokenInfo], at: int) -> tuple[int, str]:
+    """(the index past it, its text) for the expression that starts at ``tokens[at]``: a name or
+    a string with the attributes, calls and subscripts after it, the brackets the line leaves
+    open closed. ``""``: none starts there."""
+    first = tokens[at]
+    if first.type not in (tokenize.NAME, tokenize.STRING) or (at and tokens[at - 1].string == "."):
+        return at + 1, ""
+    closers: list[str] = []
+    end = at + 1
+    while end < len(tokens):
+        token = tokens[end]
+        if token.type == tokenize.OP and token.string in _BRACKETS:
+            closers.append(_BRACKETS[token.string])
+        elif closers:  # inside brackets: anything
+            if token.string == closers[-1]:
+                closers.pop()
+        elif token.string != "." and not (tokens[end - 1].string == "." and token.type == tokenize.NAME):
+            break
+        end += 1
+    return end, line[first.start[1] : tokens[end - 1].end[1]] + "".join(reversed(closers))
+
+
+def _called_by_name(piece: str) -> list[str]:
+    """A call of ``eval``, ``exec``, … whose arguments the broken line cut off."""
+    called = re.match(r"(?:\w+\s*\.\s*)*(\w+)\s*\(", piece)
+    return [_runs_named(called[1])] if called and called[1] in _DYNAMIC else []
+
+
+def _runs_named(name: str) -> str:
+    return f"runs code or imports a module named at run time: {name}"
 
 
 def _module_aliases(tree: ast.Module) -> dict[str, str]:
@@ -376,7 +549,7 @@ def _why_call(node: ast.Call, aliases: Mapping[str, str]) -> Iterator[str]:
     text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
     if name in _DYNAMIC:
         if first is not None and text is None:
-            yield f"runs code or imports a module named at run time: {name}"
+            yield _runs_named(name)
         elif text is not None and name in ("exec", "eval", "compile"):
             inner = _parse(text)  # a constant: read it like the cell itself
             yield from (why for why, _ in (_reaches(inner) if inner is not None else ()))

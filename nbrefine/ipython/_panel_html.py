@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..engine import (
     Attempt,
@@ -29,6 +29,7 @@ from ..engine import (
     describe_failure,
     provider_failed,
 )
+from ..engine.accept import AcceptPlan
 from ..grounding.capture import Failure
 from ._panel_css import STYLE
 from .writeback import FixedOutput
@@ -239,6 +240,8 @@ def _headline_parts(session: RefineSession) -> tuple[str, str, str]:
 
 def _offer_parts(session: RefineSession, failure: str, tries: str) -> tuple[str, str, str]:
     """A fix (or an unverified proposal) waiting for the user's decision."""
+    if session.unchecked:
+        return "⚠", "A proposal — it runs, but nothing checks the result", f"For {failure} · {tries}"
     if session.status == "changes_checks":
         return "⚠", "No verified fix — the only proposal changes the checks", f"For {failure} · {tries}"
     if session.accept_refused:
@@ -255,6 +258,8 @@ def _ended_parts(session: RefineSession, failure: str, tries: str) -> tuple[str,
             return "✘", "The trial sandbox failed", message
         title = "Could not ask the model" if reason in ("", "provider_error") else "Could not get a fix"
         return "✘", title, message + _how_to_fix(session.message)
+    if session.status == "unfixed" and session.cause is not None and session.cause.kind == "cascade":
+        return "✘", "Not patched — an earlier cell failed", message
     if session.status == "unfixed":
         return "✘", f"No fix found — {tries}", failure + (f" · {message}" if message else "")
     if session.status == "interrupted":
@@ -279,6 +284,36 @@ def _how_to_fix(message: str) -> str:
 
 def verdict_html(session: RefineSession) -> str:
     """Why this fix is not applied by Accept, or what Accept found before it applied it."""
+    cause = _cause_html(session)
+    if session.fixed_code is not None and session.unchecked and session.decision == "pending":
+        what = html.escape(session.unchecked)
+        return cause + (
+            f'<div class="nbr-verdict">It runs, but nothing checks the result: {what}. The intent was '
+            "guessed, so it is a proposal, not a verified fix. <b>Apply anyway</b> runs it all the same; "
+            "an <code>assert</code> (or <code>-t</code>) that says what the cell should compute lets "
+            "nbrefine verify it.</div>"
+        )
+    return cause + _verdict_of_fix(session)
+
+
+def _cause_html(session: RefineSession) -> str:
+    """Where the cause is, when it is another cell, and the checks that passed."""
+    cause = session.cause
+    if cause is None or cause.kind in ("here", "cascade"):
+        return ""
+    return f'<div class="nbr-note">Where the cause is: {html.escape(cause.sentence())}</div>'
+
+
+def plan_diff_html(plan: AcceptPlan, render: Callable[[str, str], str]) -> str:
+    """A fix that spans cells: the moves, then one labelled diff per changed cell."""
+    parts = [f'<div class="nbr-note">{html.escape(move.label.capitalize())}.</div>' for move in plan.moves]
+    for change in plan.changes:
+        parts.append(f'<div class="nbr-note"><b>{html.escape(change.label)}</b></div>')
+        parts.append(render(change.cell.source.rstrip(), change.new_source.rstrip()))
+    return "".join(parts)
+
+
+def _verdict_of_fix(session: RefineSession) -> str:
     if session.fixed_code is not None and not session.verified and session.decision == "pending":
         why = html.escape(session.unverified_reason)
         return (

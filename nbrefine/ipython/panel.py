@@ -48,6 +48,7 @@ from ._panel_html import (
     headline_html,
     hints_html,
     markdown_html,
+    plan_diff_html,
     progress_html,
     side_by_side_html,
     teaching_headline_html,
@@ -329,9 +330,12 @@ class ReviewPanel:
             self.diff.value = ""
             self.diff.layout.display = "none"
             return
-        original = self.session.original_code.rstrip()
         render = side_by_side_html if self.view.value == "side by side" else diff_html
-        self.diff.value = render(original, fixed)
+        plan = self.session.plan
+        if plan is not None and plan.spans_cells:  # one labelled diff per changed cell
+            self.diff.value = plan_diff_html(plan, render)
+        else:
+            self.diff.value = render(self.session.original_code.rstrip(), fixed)
         self.diff.layout.display = None
 
     def _render_details(self) -> None:
