@@ -151,6 +151,18 @@ def _compare(case: dict[str, Any], fixed: Any, report: dict[str, Any], seconds: 
     return CaseOutcome(case["name"], case["kind"], placed, checks_kept, proposal, problems, seconds, report)
 
 
+def _row(kind: str, rows: list[CaseOutcome]) -> str:
+    counts = (
+        sum(o.placed_right for o in rows),
+        sum(o.checks_kept for o in rows),
+        sum(o.proposal for o in rows),
+        sum(not o.problems for o in rows),
+    )
+    return f"{kind:10} {len(rows):5} " + " ".join(
+        f"{n:>{w}}" for n, w in zip(counts, (13, 12, 10, 16), strict=True)
+    )
+
+
 def main() -> int:
     import tempfile
 
@@ -160,24 +172,15 @@ def main() -> int:
             outcome = run_case(case, Path(tmp) / case["name"])
             outcomes.append(outcome)
             mark = "ok " if not outcome.problems else "BAD"
-            print(
-                f"{mark} {outcome.kind:9} {outcome.name:48} {outcome.seconds:5.1f} s  {'; '.join(outcome.problems)}"
-            )
+            problems = "; ".join(outcome.problems)
+            print(f"{mark} {outcome.kind:9} {outcome.name:48} {outcome.seconds:5.1f} s  {problems}")
     kinds = Counter(o.kind for o in outcomes)
-    print(
-        f"\n{'kind':10} {'cases':>5} {'placed right':>13} {'checks kept':>12} {'proposals':>10} {'all as expected':>16}"
-    )
+    heads = ("placed right", "checks kept", "proposals", "all as expected")
+    print(f"\n{'kind':10} {'cases':>5} " + " ".join(f"{h:>{len(h) + 1}}" for h in heads))
     for kind in sorted(kinds):
         rows = [o for o in outcomes if o.kind == kind]
-        print(
-            f"{kind:10} {len(rows):5} {sum(o.placed_right for o in rows):13} {sum(o.checks_kept for o in rows):12}"
-            f" {sum(o.proposal for o in rows):10} {sum(not o.problems for o in rows):16}"
-        )
-    print(
-        f"{'all':10} {len(outcomes):5} {sum(o.placed_right for o in outcomes):13} "
-        f"{sum(o.checks_kept for o in outcomes):12} {sum(o.proposal for o in outcomes):10} "
-        f"{sum(not o.problems for o in outcomes):16}"
-    )
+        print(_row(kind, rows))
+    print(_row("all", outcomes))
     print(f"wall time {sum(o.seconds for o in outcomes):.1f} s for {len(outcomes)} notebooks")
     return 0 if all(not o.problems for o in outcomes) else 1
 

@@ -226,12 +226,14 @@ def test_accept_anyway_applies_an_unverified_proposal(kernel: RealKernel, fake: 
 # --------------------------------------------------------------------------- item 7: drifted state
 
 DRIFT_CELL = "items.append(3)\nlast = items[5]"
+#: The index edit the fixes make is pinned by a check (else it is a proposal: nothing checks it).
+DRIFT_CHECK = '-t "assert last == 3"'
 
 
 def test_accept_refuses_a_fix_that_fails_on_the_live_state(kernel: RealKernel, fake: FakeAnthropic) -> None:
     kernel.ok("items = [1, 2]")
     fake.script(block("items.append(3)\nlast = items[-1]\nassert items == [1, 2, 3]"))
-    out = kernel.run(f"%%refine --max-attempts 1\n{DRIFT_CELL}", timeout=60)
+    out = kernel.run(f"%%refine --max-attempts 1 {DRIFT_CHECK}\n{DRIFT_CELL}", timeout=60)
     assert out["ename"] == "RefineStop"
     session = kernel.value(SESSION_EXPR)
     assert session["status"] == "fixed", session["render"]  # it passed from the snapshot
@@ -256,7 +258,7 @@ def test_accept_reverifies_on_the_live_state_and_applies_a_fix_that_passes_there
 ) -> None:
     kernel.ok("items = [1, 2]")
     fake.script(block("items.append(3)\nlast = items[-1]"))
-    kernel.run(f"%%refine --max-attempts 1\n{DRIFT_CELL}", timeout=60)
+    kernel.run(f"%%refine --max-attempts 1 {DRIFT_CHECK}\n{DRIFT_CELL}", timeout=60)
     out = kernel.ok("%refine accept")
     assert "items" in out["stdout"] and "live state" in out["stdout"], out["stdout"]
     assert kernel.value("[items, last]") == [[1, 2, 3, 3], 3]
@@ -265,7 +267,7 @@ def test_accept_reverifies_on_the_live_state_and_applies_a_fix_that_passes_there
 def test_accept_without_drift_runs_no_extra_trial_message(kernel: RealKernel, fake: FakeAnthropic) -> None:
     kernel.ok("items = [1, 2]")
     fake.script(block("last = items[-1]"))
-    kernel.run("%%refine --max-attempts 1\nlast = items[5]", timeout=60)
+    kernel.run("%%refine --max-attempts 1 -t 'assert last == 2'\nlast = items[5]", timeout=60)
     out = kernel.ok("%refine accept")
     assert "live state" not in out["stdout"], out["stdout"]
     assert kernel.value("last") == 2

@@ -295,6 +295,8 @@ class JobBuilder:
         ground = self._ground(session, cell, error, failures, run, failing_count, redactor)
         if ground.cause.kind != "here":
             notes.append(ground.cause.sentence())
+        if ground.repair is not None:
+            notes.append(ground.repair.trial_legend(len(run.checks)))
         session.cause = ground.cause
         wrap = self._wrapper(ground)
         repair = ground.repair
@@ -329,6 +331,7 @@ class JobBuilder:
             accept_runner=self._accept_runner(before, after, redactor, wrap),
             stop_before=ground.cause.sentence() if ground.cause.kind == "cascade" else "",
             repair=repair,
+            restore=self._restorer(snapshot, cell, after),
         )
 
     # ------------------------------------------------------------------ the runners
@@ -344,6 +347,27 @@ class JobBuilder:
         if snapshot is not None:
             return snapshot, []
         return LiveForkRunner(after, redactor, self.kernel.sandbox_options()), []
+
+    def _restorer(
+        self, snapshot: Snapshot | None, cell: str, after: dict[str, Any]
+    ) -> Callable[[list[str]], list[str]] | None:
+        """Accept's way back for values the failed run changed in place: of the given names, those
+        the failing cell mentions and that nobody rebound since are fetched from the snapshot (as
+        they were before the cell ran) and rebound in the live kernel."""
+        if snapshot is None:
+            return None
+        namespace = self.kernel.namespace
+        mentioned = set(global_names(self.kernel.transform(cell)))
+
+        def restore(names: list[str]) -> list[str]:
+            wanted = [
+                n for n in names if n in mentioned and n in after and namespace.get(n, _MISSING) is after[n]
+            ]
+            values = snapshot.values(wanted)
+            namespace.update(values)
+            return [n for n in wanted if n in values]
+
+        return restore
 
     def _wrapper(self, ground: _Grounding) -> Callable[[TrialRunner], TrialRunner]:
         """What every runner of the job goes through: the kernel's syntax turned into Python and,

@@ -125,6 +125,18 @@ class CellsRepair:
             checks=(self.transform(failing), *spec.checks, *dependents),
         )
 
+    def trial_legend(self, user_checks: int) -> str:
+        """How a trial's checks are numbered when the fix changes another cell, for the prompt."""
+        parts = [f"check 1 is {self.failing.label}, the failing cell"]
+        if user_checks:
+            parts.append(f"checks 2-{user_checks + 1} are the extra checks")
+        for number, cell in enumerate(self.cause.dependents, start=user_checks + 2):
+            parts.append(f"check {number} is {cell.label}, which uses what the fix changes")
+        return (
+            "A candidate that changes another cell is trial-run in notebook order: the changed cells, "
+            "then " + "; ".join(parts) + "."
+        )
+
     def dependents_of(self, changes: Mapping[str, str]) -> tuple[CellRef, ...]:
         """The passing cells that use a definition the candidate changes."""
         if not any(c.key in changes for c in self.cause.causes):

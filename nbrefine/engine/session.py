@@ -34,7 +34,7 @@ from .state import add_to_kernel, current, kernel_ledger
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, teach
 from .types import Attempt, EventCallback, LoopResult, Status, TrialRunner
 from .verdict import judge
-from .verify import drift, fingerprints_of, names_read, plain_python
+from .verify import changed_names, drift, fingerprints_of, names_read, plain_python
 
 __all__ = ["RefineSession", "SessionStateError", "UnverifiedFixError", "last_session", "session_for_request"]
 
@@ -82,6 +82,9 @@ class RefineJob:
     #: why no one is asked ("" : the loop runs): the cell fails because an earlier cell failed
     stop_before: str = ""
     repair: CellsRepair | None = None  # the cause is another cell: candidates span cells
+    #: puts back, in the live kernel, the values before the cell ran of those of the given names
+    #: that the failed run changed in place (from the snapshot); returns the names put back
+    restore: Callable[[list[str]], list[str]] | None = None
     released: bool = False
 
     def release(self) -> None:
@@ -149,6 +152,7 @@ class RefineSession:
         self.plan: AcceptPlan | None = None  # what Accept does: the changed and moved cells, the runs
         #: the fix changes what the cell computes and nothing checks the result: a proposal
         self.unchecked = ""
+        self.restored: tuple[str, ...] = ()  # names Accept put back as they were before the cell ran
         self.on_accepted: Callable[[], None] | None = None  # the adapter's: the failed cell is fixed now
         #: Accept's first step (undo the failed run's rebinds), kept when :attr:`prepare` is not
         self.undo_failed_run: Callable[[], None] | None = None
@@ -467,7 +471,19 @@ class RefineSession:
         if job is None or job.accept_runner is None:
             return ""
         runner = job.accept_runner()
-        what = self.live_check = drift(self._trial_state, self._state_of(runner, fixed))
+        live = self._state_of(runner, fixed)
+        what = self.live_check = drift(self._trial_state, live)
+        if what and job.restore is not None:
+            # The failed run may have changed in place what the fix reads (`df.set_index(...,
+            # inplace=True)` before the KeyError): put those values back as they were before the
+            # cell ran, so that the notebook ends as if the broken cell had never run.
+            restored = job.restore(changed_names(self._trial_state, live) or [])
+            if restored:
+                names = ", ".join(f"`{n}`" for n in restored)
+                said = f"the failed run had changed {names} in place; Accept put back the values from before"
+                what = drift(self._trial_state, self._state_of(runner, fixed))
+                self.live_check = said + (f"; {what}" if what else "")
+                self.restored = tuple(restored)
         if not what:
             return ""
         spec = TrialSpec(fixed, job.task.checks, job.config.timeout_s, "candidate", job.config.trial_policy)
@@ -661,7 +677,7 @@ def _known_names(task: RepairTask) -> set[str]:
         value = task.namespace.get(summary.name)
         try:  # a DataFrame's columns, a dict's keys; whatever else a value does is not our business
             keys = list(value)[:200] if isinstance(value, dict) else getattr(value, "columns", None)
-            known.update(str(k) for k in list(keys or ())[:200])
+            known.update(str(k) for k in list(keys if keys is not None else ())[:200])
         except Exception:
             continue
     return known

@@ -155,6 +155,7 @@ class CellResult:
     proposed_source: str | None = None  # that proposal
     changed_cells: list[dict[str, Any]] = field(default_factory=list)  # a fix in other cells: id, label, diff
     moved: list[dict[str, Any]] = field(default_factory=list)  # cells the fix moved: id, above
+    accept_note: str = ""  # what Accept found about the live state, and put back
 
     @property
     def failed(self) -> bool:
@@ -194,6 +195,7 @@ class CellResult:
             "proposed_source": self.proposed_source,
             "changed_cells": self.changed_cells,
             "moved": self.moved,
+            "accept_note": self.accept_note,
         }
 
 
@@ -569,6 +571,7 @@ class Fixer:
             cell.outputs = coalesce(run.outputs if as_is else until_first_error(run.outputs))
             result.reason = f"not applied: {after['accept_refused'] or 'Accept refused it'}"
             return
+        result.accept_note = after["live_check"] if after is not None else ""
         source = cell.source
         fixed_code = session["fixed_code"] or ""
         head = source.partition("\n")[0]

@@ -103,6 +103,7 @@ class SessionJSON(TypedDict):
     cause: dict[str, Any] | None  # {"kind", "sentence", "cells": [cell ids]}; None: not found yet
     unchecked: str  # the fix runs, but nothing checks what it changes: a proposal ("" : not so)
     plan: PlanJSON | None
+    live_check: str  # what Accept found about the live state (and put back), "" : nothing
 
 
 def session_json(s: RefineSession) -> SessionJSON:
@@ -128,6 +129,7 @@ def session_json(s: RefineSession) -> SessionJSON:
         "cause": None if s.cause is None else _cause(s.cause),
         "unchecked": s.unchecked,
         "plan": None if s.plan is None else _plan(s.plan),
+        "live_check": s.live_check,
     }
 
 

@@ -235,6 +235,9 @@ def _snapshot_main(
             spec = read_msg(cmd_fd, None, trusted=True)  # from the kernel
         except (EOFError, OSError):
             return
+        if isinstance(spec, tuple) and spec[:1] == ("values",):
+            write_msg(res_fd, ("values", spec[3], _pickled_values(namespace, spec[1], spec[2])))
+            continue
 
         token = os.urandom(16)
 
@@ -255,6 +258,39 @@ def _snapshot_main(
 
         collected = _run_in_scratch(fork_trial, spec.timeout_s, token)
         write_msg(res_fd, ("done", collected.outcome(len(spec.checks))))
+
+
+def _pickled_values(namespace: dict[str, Any], names: tuple[str, ...], cap: int) -> dict[str, bytes]:
+    """The pickles of ``names`` as the snapshot holds them (at most ``cap`` bytes in all), made in a
+    fork of the snapshot: a value's own ``__reduce__`` may do anything, and the snapshot must stay
+    as it was. Names that cannot be pickled, or do not fit, are left out."""
+
+    def child(write_fd: int) -> None:
+        out: dict[str, bytes] = {}
+        used = 0
+        for name in names:
+            if name not in namespace:
+                continue
+            try:
+                data = pickle.dumps(namespace[name], protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                continue
+            if used + len(data) > cap:
+                continue
+            out[name] = data
+            used += len(data)
+        write_msg(write_fd, out)
+
+    pid, read_fd = _fork(child)
+    try:
+        value = read_msg(read_fd, time.monotonic() + 60, trusted=True)  # our code, the user's own objects
+    except (EOFError, TimeoutError, OSError, pickle.UnpicklingError, struct.error):
+        value = {}
+    finally:
+        os.close(read_fd)
+        kill_group(pid)
+        _reap_later(pid)
+    return value if isinstance(value, dict) else {}
 
 
 class Snapshot:
@@ -313,6 +349,29 @@ class Snapshot:
         assert isinstance(outcome, TrialOutcome)
         latency = max(outcome.started_at - requested, 0.0) if outcome.started_at else 0.0
         return replace(outcome, start_latency_s=latency)
+
+    def values(self, names: list[str], cap_bytes: int = 256 << 20) -> dict[str, Any]:
+        """The values ``names`` had when the snapshot was taken (what a failed run changed in
+        place, for Accept to put back); a name that cannot be pickled or does not fit in
+        ``cap_bytes`` is left out. Only the snapshot process writes its result pipe (trials run in
+        forks whose inherited descriptors are closed), so its pickles are the user's own objects."""
+        if not self.alive or not names:
+            return {}
+        token = os.urandom(16)
+        try:
+            write_msg(self._cmd_fd, ("values", tuple(names), cap_bytes, token))
+            kind, echoed, blobs = read_msg(self._res_fd, time.monotonic() + 90, trusted=True)
+        except (EOFError, TimeoutError, OSError, pickle.UnpicklingError, ValueError):
+            self.close()
+            return {}
+        if kind != "values" or echoed != token or not isinstance(blobs, dict):
+            self.close()  # out of step with the snapshot process: it cannot be trusted any more
+            return {}
+        out: dict[str, Any] = {}
+        for name, blob in blobs.items():
+            with contextlib.suppress(Exception):
+                out[name] = pickle.loads(blob)
+        return out
 
     def cancel(self) -> None:
         """Kill the trial under way, if any (safe to call from another thread)."""
