@@ -295,8 +295,6 @@ class JobBuilder:
         ground = self._ground(session, cell, error, failures, run, failing_count, redactor)
         if ground.cause.kind != "here":
             notes.append(ground.cause.sentence())
-        if ground.repair is not None:
-            notes.append(ground.repair.trial_legend(len(run.checks)))
         session.cause = ground.cause
         wrap = self._wrapper(ground)
         repair = ground.repair
@@ -311,6 +309,7 @@ class JobBuilder:
             history=ground.history,
             cells=repair.cells if repair is not None else (),
             dependents=repair.cause.dependents if repair is not None else (),
+            trial_legend=repair.trial_legend(len(run.checks)) if repair is not None else "",
         )
         provider, tutor = self._providers(run, ground.cause)
         return RefineJob(
@@ -331,7 +330,7 @@ class JobBuilder:
             accept_runner=self._accept_runner(before, after, redactor, wrap),
             stop_before=ground.cause.sentence() if ground.cause.kind == "cascade" else "",
             repair=repair,
-            restore=self._restorer(snapshot, cell, after),
+            **self._restorer(snapshot, cell, after, failures),
         )
 
     # ------------------------------------------------------------------ the runners
@@ -349,25 +348,32 @@ class JobBuilder:
         return LiveForkRunner(after, redactor, self.kernel.sandbox_options()), []
 
     def _restorer(
-        self, snapshot: Snapshot | None, cell: str, after: dict[str, Any]
-    ) -> Callable[[list[str]], list[str]] | None:
-        """Accept's way back for values the failed run changed in place: of the given names, those
-        the failing cell mentions and that nobody rebound since are fetched from the snapshot (as
-        they were before the cell ran) and rebound in the live kernel."""
-        if snapshot is None:
-            return None
-        namespace = self.kernel.namespace
-        mentioned = set(global_names(self.kernel.transform(cell)))
+        self, snapshot: Snapshot | None, cell: str, after: dict[str, Any], failures: list[Failure]
+    ) -> dict[str, Any]:
+        """Accept's way back for values the failed run changed in place. The names the statements
+        it completed mention are fetched from the snapshot once a fix is found (``prefetch``: the
+        snapshot is freed soon after); Accept rebinds, of the names whose fingerprints drifted,
+        those nobody rebound since (``restore``)."""
+        own = [f for f in failures if f.where == "cell"]
+        done = top_level_statements(self.kernel.transform(cell))[: own[0].statements_done + 1 if own else 0]
+        touched = sorted(
+            {node.id for statement in done for node in ast.walk(statement) if isinstance(node, ast.Name)}
+            & {name for name in after if _is_user_name(name)}
+        )
+        if snapshot is None or not touched:
+            return {}
+        namespace, held = self.kernel.namespace, dict[str, Any]()
+
+        def prefetch() -> None:
+            if snapshot.alive and not held:
+                held.update(snapshot.values(touched))
 
         def restore(names: list[str]) -> list[str]:
-            wanted = [
-                n for n in names if n in mentioned and n in after and namespace.get(n, _MISSING) is after[n]
-            ]
-            values = snapshot.values(wanted)
-            namespace.update(values)
-            return [n for n in wanted if n in values]
+            back = [n for n in names if n in held and namespace.get(n, _MISSING) is after.get(n)]
+            namespace.update({n: held[n] for n in back})
+            return back
 
-        return restore
+        return {"prefetch": prefetch, "restore": restore}
 
     def _wrapper(self, ground: _Grounding) -> Callable[[TrialRunner], TrialRunner]:
         """What every runner of the job goes through: the kernel's syntax turned into Python and,

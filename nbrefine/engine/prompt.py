@@ -69,6 +69,7 @@ class RepairTask:
     #: read-only ones, the failing cell among them; empty: the one cell ``code``
     cells: tuple[CellRef, ...] = ()
     dependents: tuple[CellRef, ...] = ()  # cells already run that use what the fix may change
+    trial_legend: str = ""  # how a trial of a candidate that spans cells numbers its checks
 
 
 def _section(title: str, body: str) -> str:
@@ -161,7 +162,7 @@ def _sections(
         fixed.append(_section("Note from the user", text(user_note, 1000)))
     varying = [
         *_attempt_sections(attempts, code, text),
-        _section("Your task", _closing_instruction(attempts, bool(task.cells))),
+        _section("Your task", _closing_instruction(attempts, bool(task.cells), task.trial_legend)),
     ]
     used = sum(len(part) for part in fixed) + sum(len(part) for part in varying)
     room = max(budget - used - 200, 0)
@@ -281,7 +282,7 @@ def _cells_sections(task: RepairTask, code: Mapping[str, str]) -> list[str]:
     return parts
 
 
-def _closing_instruction(attempts: Sequence[Attempt], cells: bool = False) -> str:
+def _closing_instruction(attempts: Sequence[Attempt], cells: bool = False, legend: str = "") -> str:
     if cells:
         head = (
             "Fix the cause where it is, which may be another cell than the one that failed"
@@ -294,6 +295,7 @@ def _closing_instruction(attempts: Sequence[Attempt], cells: bool = False) -> st
             "'abc')`) and holding that whole cell. Never change the read-only cells, and do not define "
             "again, in the failing cell, what another cell defines. If the fix needs another cell to run "
             "first, or the intended result cannot be known from the notebook, say so and reply with no code."
+            + (f" {legend}" if legend else "")
         )
     if not attempts:
         return "Fix the cell. Reply with a short explanation and one ```python block with the whole cell."

@@ -85,6 +85,8 @@ class RefineJob:
     #: puts back, in the live kernel, the values before the cell ran of those of the given names
     #: that the failed run changed in place (from the snapshot); returns the names put back
     restore: Callable[[list[str]], list[str]] | None = None
+    #: once a fix is found: fetch from the snapshot, while it lives, what :attr:`restore` may need
+    prefetch: Callable[[], None] | None = None
     released: bool = False
 
     def release(self) -> None:
@@ -228,6 +230,8 @@ class RefineSession:
             job.on_finish(self)
         if result.status == "fixed" and result.fixed_code is not None:
             self.unchecked = unchecked_change(job.task, job.repair, result.fixed_code)
+            if job.prefetch is not None:
+                job.prefetch()
 
     def run_in_background(
         self,

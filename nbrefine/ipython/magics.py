@@ -198,8 +198,8 @@ class RefineMagics(Magics):
             return
         print(f"nbrefine: {session.failures[0].one_line()}")
         session.run(on_event=Progress(session, time.perf_counter()))
-        if session.job is not None and session.fixed_code is None:
-            session.job.release()  # with a fix pending the snapshot stays: Accept may need it
+        if session.job is not None:
+            session.job.release()
         self._show(session, failure_said=True)
 
     def _run_quietly_if_asked(self, cell: str) -> Any:
@@ -246,10 +246,8 @@ class RefineMagics(Magics):
             panel.start()
             return
         session.run(on_event=Progress(session, failed_at))
-        if session.job is not None and session.fixed_code is None:
-            # No "Try again" without the panel: free the snapshot now. With a fix pending it stays
-            # until the decision (or the next session): Accept may need the values it holds.
-            session.job.release()
+        if session.job is not None:
+            session.job.release()  # no "Try again" without the panel: free the snapshot now
 
     def _panel_wanted(self) -> bool:
         mode = self.settings.display
