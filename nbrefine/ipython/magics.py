@@ -36,6 +36,7 @@ from ..grounding.history import ExecutedCell, NotebookCell
 from ..sandbox import SandboxOptions, Snapshot, call_in_fork, run_checks
 from ._kernel_secrets import connection_paths, forget_kernel_secrets
 from .auto import AutoMode
+from .cells import watch_cells
 from .options import LINE_COMMANDS, CellRun, help_text, refine_arguments, resolve
 from .progress import Progress, say_accepted, stop_message
 
@@ -55,6 +56,8 @@ class RefineMagics(Magics):
         self.auto.set_mode(settings.auto)
         settings.observe(lambda change: self.auto.set_mode(change["new"]), names="auto")
         settings.observe(lambda change: self.auto.snapshots(change["new"]), names="auto_snapshot")
+        # In a notebook, the extension keeps the kernel told of the notebook's cells (.cells).
+        self.cells_comm = watch_cells() if getattr(shell, "kernel", None) is not None else None
 
     def _python(self, code: str) -> str:
         """IPython syntax turned into Python, or the code as it is where IPython's transform
