@@ -230,6 +230,21 @@ DRIFT_CELL = "items.append(3)\nlast = items[5]"
 DRIFT_CHECK = '-t "assert last == 3"'
 
 
+def test_accept_puts_back_what_the_failed_run_changed_in_place(
+    kernel: RealKernel, fake: FakeAnthropic
+) -> None:
+    """The failed run appended to ``items`` before its IndexError: Accept brings ``items`` back from
+    the snapshot, then runs the fix, as if the broken cell had never run."""
+    kernel.ok("items = [1, 2]")
+    fake.script(block("items.append(3)\nlast = items[-1]\nassert items == [1, 2, 3]"))
+    out = kernel.run(f"%%refine --max-attempts 1 {DRIFT_CHECK}\n{DRIFT_CELL}", timeout=60)
+    assert out["ename"] == "RefineStop"
+    assert kernel.value("items") == [1, 2, 3]  # the failed run appended in place
+    applied = kernel.ok("%refine accept")
+    assert "put back" in applied["stdout"] and "`items`" in applied["stdout"], applied["stdout"]
+    assert kernel.value("[items, last]") == [[1, 2, 3], 3]
+
+
 def test_accept_refuses_a_fix_that_fails_on_the_live_state(kernel: RealKernel, fake: FakeAnthropic) -> None:
     kernel.ok("items = [1, 2]")
     fake.script(block("items.append(3)\nlast = items[-1]\nassert items == [1, 2, 3]"))
@@ -237,19 +252,19 @@ def test_accept_refuses_a_fix_that_fails_on_the_live_state(kernel: RealKernel, f
     assert out["ename"] == "RefineStop"
     session = kernel.value(SESSION_EXPR)
     assert session["status"] == "fixed", session["render"]  # it passed from the snapshot
-    assert kernel.value("items") == [1, 2, 3]  # the failed run appended in place
+    kernel.ok("items.append(4)")  # a later cell changes it in place too: that is never undone
 
     refused = kernel.run("%refine accept")
     assert refused["ename"] == "UsageError", refused["text"]
     said = refused["evalue"]
     assert "items" in said and "AssertionError" in said and "--anyway" in said, said
-    assert kernel.value("items") == [1, 2, 3]  # nothing ran in the kernel
+    assert kernel.value("items") == [1, 2, 3, 4]  # nothing ran in the kernel, nothing was put back
     assert kernel.value("'last' in globals()") is False
     assert kernel.value(SESSION_EXPR)["decision"] == "pending"
 
     applied = kernel.ok("%refine accept --anyway")
     assert "raised" in applied["text"]  # the user chose to run it, and it did fail
-    assert kernel.value("items") == [1, 2, 3, 3]
+    assert kernel.value("items") == [1, 2, 3, 4, 3]
     assert kernel.value(SESSION_EXPR)["decision"] == "accepted"
 
 
@@ -259,9 +274,10 @@ def test_accept_reverifies_on_the_live_state_and_applies_a_fix_that_passes_there
     kernel.ok("items = [1, 2]")
     fake.script(block("items.append(3)\nlast = items[-1]"))
     kernel.run(f"%%refine --max-attempts 1 {DRIFT_CHECK}\n{DRIFT_CELL}", timeout=60)
+    kernel.ok("items.append(4)")  # a later cell's change: the fix is trial-run from the live state
     out = kernel.ok("%refine accept")
     assert "items" in out["stdout"] and "live state" in out["stdout"], out["stdout"]
-    assert kernel.value("[items, last]") == [[1, 2, 3, 3], 3]
+    assert kernel.value("[items, last]") == [[1, 2, 3, 4, 3], 3]
 
 
 def test_accept_without_drift_runs_no_extra_trial_message(kernel: RealKernel, fake: FakeAnthropic) -> None:

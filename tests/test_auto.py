@@ -59,14 +59,14 @@ def test_without_snapshot_trials_start_after_the_failure_and_with_one_before(she
     shell.run_cell("counter = 1")
     shell.run_line_magic("refine", "auto on")
     shell.run_line_magic("config", "Refine.max_attempts = 1")
-    fix = block("counter += 1\nassert counter == 2")
+    fix = block("counter += 1\nassert counter == 2")  # a misspelt name (countr) fixed: mechanical
     scripted.replies = [fix]
-    shell.run_cell("counter += 1\nundefined_name")
+    shell.run_cell("counter += 1\nassert countr == 2")
     assert nbrefine.last_session().status == "unfixed"  # the trial saw counter == 2 already
     shell.run_cell("counter = 1")
     shell.run_line_magic("config", "Refine.auto_snapshot = True")
     scripted.replies = [fix]
-    shell.run_cell("counter += 1\nundefined_name")
+    shell.run_cell("counter += 1\nassert countr == 2")
     session = nbrefine.last_session()
     assert session.status == "fixed"  # the trial started from the state before the cell
     session.accept()

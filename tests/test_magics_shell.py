@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from IPython.core.error import UsageError
 
@@ -57,9 +59,9 @@ def test_failing_cell_is_fixed_and_accept_advances_state(shell, scripted, capsys
 
 def test_accept_undoes_the_failed_runs_rebinds(shell, scripted):
     shell.run_cell("counter = 1")
-    scripted.replies = [block("counter = counter + 1\nok = True")]
+    scripted.replies = [block("counter = counter + 1\nprint(counter)")]  # a misspelt name
     with pytest.raises(nbrefine.NbrefineError):
-        refine(shell, "counter = counter + 1\nundefined_name")
+        refine(shell, "counter = counter + 1\nprint(countr)")
     assert shell.user_ns["counter"] == 2  # the failed run did rebind it
     nbrefine.last_session().accept()
     assert shell.user_ns["counter"] == 2  # as if only the fixed cell had run: 1 + 1
@@ -236,7 +238,13 @@ def test_error_inside_a_function_from_another_cell_targets_that_cell(shell, scri
     assert session.cell_id == "cell-net"  # the fix belongs in the defining cell
     assert session.original_code.startswith("def net(price)")
     assert "the fix may belong in that cell" in session.prompts[0]
-    assert "value = net(10)" in session.prompts[0].split("## Extra checks")[1]  # the failing cell must pass
+    cells = session.prompts[0].split("## The cells the fix may change")[1].split("\n## ")[0]
+    assert (
+        re.search(r"### In \[\d+\] \(cell 'cell-net'\) — defines net", cells) and "value = net(10)" in cells
+    )
+    assert session.plan is not None and [c.cell.cell_id for c in session.plan.changes] == ["cell-net"]
+    runs = [cell.role for cell, _ in session.plan.runs]
+    assert runs[0] == "cause" and runs[-1] == "failing"  # cells between use `net` (this shell's history)
     session.accept()
     assert shell.user_ns["net"](10) == 8.0
     assert shell.user_ns["value"] == 8.0  # Accept re-ran the failing cell after the fixed one
@@ -275,8 +283,10 @@ def test_response_cache_budget_and_usage(shell):
 def test_accept_rechecks_only_what_changed_and_says_so(shell, scripted, capsys):
     shell.run_cell("counter = 1\nitems = [1, 2]")
     scripted.replies = [block("counter = counter + 1\nlast = items[-1]")]
-    with pytest.raises(nbrefine.NbrefineError):
-        refine(shell, "counter = counter + 1\nlast = items[5]")
+    with pytest.raises(nbrefine.NbrefineError):  # the index edit is pinned by a check
+        refine(
+            shell, "counter = counter + 1\nlast = items[5]", '--provider test-scripted -t "assert last == 2"'
+        )
     session = nbrefine.last_session()
     assert shell.user_ns["counter"] == 2  # the failed run rebound it; Accept undoes that first
     capsys.readouterr()

@@ -36,6 +36,7 @@ from nbrefine.engine.teaching import (
     tutor_text,
     withheld_note,
 )
+from nbrefine.engine.teaching.rewrite import reads_whole, wholeness_faults
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import capture_failure
 from nbrefine.providers.scripted import ScriptedProvider
@@ -90,6 +91,12 @@ def one_line(text: str) -> bool:
     return "\n" not in text and 0 < len(text) < 300
 
 
+def whole(text: str) -> bool:
+    """Whether a hint the guard edited reads whole (:func:`reads_whole`); says why not."""
+    assert reads_whole(text), (wholeness_faults(text), text)
+    return True
+
+
 # --------------------------------------------------------------------------- the guard
 
 
@@ -122,6 +129,7 @@ def test_disobeying_model_in_hint_mode_full_cell_is_withheld_and_the_rest_kept()
         "Keep it up!\n\nOne example was withheld because it would give away the solution."
     )
     assert result.step.header() == "Hint 1 of 3" and ledger.used(HintLedger.key(task)) == 1
+    assert whole(result.text) and result.requests == 1
     assert result.render() == f"Hint 1 of 3\n\n{result.text}"  # the count, once: no "Hints used"
     assert result.render(header=False) == result.text and result.last_note == ""
     # The reply never streamed out: no event carries the model's text.
@@ -150,6 +158,7 @@ def test_inline_one_line_fix_of_the_failing_line_is_withheld_and_the_sentence_ke
     guarded = guard_reply(reply, task, runner, timeout_s=5)
     assert guarded.withheld == 1
     assert guarded.text == f"Look closely at line 2. You can do it!\n\n{withheld_note(1)}"
+    assert whole(guarded.text)
     assert guarded.snippets[0].reason == "it passes in place of line 2"
 
 
@@ -167,7 +176,7 @@ def test_unquoted_fix_in_a_sentence_and_an_unfenced_function_are_withheld():
     )
     guarded = guard_reply(unfenced, task, runner, timeout_s=5)
     assert guarded.withheld == 1 and "casefold" not in guarded.text
-    assert guarded.text == f"That handles capitals.\n\n{withheld_note(1)}"
+    assert guarded.text == f"That handles capitals.\n\n{withheld_note(1)}" and whole(guarded.text)
 
 
 def test_a_fixed_sub_expression_is_withheld_but_pointers_are_shown():
@@ -314,6 +323,7 @@ def test_a_reply_with_code_withheld_still_reads_well(reply: str, left: str):
     guarded = guard_reply(reply, task, runner, timeout_s=5)
     assert guarded.withheld == 1 and "lower()" not in guarded.text
     assert guarded.text == f"{left}\n\nOne example was withheld because it would give away the solution."
+    assert whole(guarded.text)
 
 
 def test_several_pieces_withheld_get_one_note_and_the_rest_is_kept():
@@ -329,6 +339,7 @@ def test_several_pieces_withheld_get_one_note_and_the_rest_is_kept():
         "Capital letters are the trouble: `'A' in 'aeiou'` is `False`.\n\nEither way, run the cell again."
         "\n\n2 examples were withheld because they would give away the solution."
     )
+    assert whole(guarded.text)
 
 
 def test_the_students_own_code_is_shown_without_a_trial():
@@ -607,6 +618,7 @@ def test_offline_hints_suggest_only_remedies_that_fit_the_error(code, namespace,
             for text in (nearly, explained):
                 assert not any(w in text for w in words), (family, text)
     assert guard_reply(nearly, task, runner, timeout_s=5).withheld == 0, nearly  # no code in it
+    assert whole(nearly) and whole(explained)  # they stand in for a hint left too little
 
 
 def test_the_len_hint_is_grounded_in_the_loop_and_the_close_name_in_scope():
@@ -654,6 +666,7 @@ def test_a_reply_that_is_all_code_gets_nbrefines_own_hint_instead():
     )
     assert result.withheld == 1 and "len(xs)" not in result.text
     assert "Here is nbrefine's own hint instead: Have a look at line 2" in result.text
+    assert whole(result.text) and result.requests == 1  # a block of code: not asked for again
 
 
 def test_a_provider_error_counts_nothing_and_says_so_kindly():

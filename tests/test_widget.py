@@ -39,7 +39,11 @@ def visible_text(panel: ReviewPanel) -> str:
     return "\n".join(text_of(w.value) for w in parts if shown(w))
 
 
-def failing_session(shell, replies, options: str = "", cell: str = "value = 2 * undefined_thing"):
+#: What the cell must compute: without a check, a fix that changes what it computes is only a proposal.
+PINNED = "-t 'assert value == 42'"
+
+
+def failing_session(shell, replies, options: str = PINNED, cell: str = "value = 2 * undefined_thing"):
     provider = ScriptedProvider(replies)
     nbrefine.register_provider("widget-scripted", lambda settings: provider)
     with pytest.raises(nbrefine.NbrefineError):
@@ -114,14 +118,14 @@ def test_reject(shell):
 
 
 def test_no_fix_offers_only_try_again_with_a_note(shell):
-    session = failing_session(shell, ["no code here"], "--max-attempts 1")
+    session = failing_session(shell, ["no code here"], f"--max-attempts 1 {PINNED}")
     panel = ReviewPanel(session)
     assert session.status == "unfixed"
     assert [
         b.description for b in (panel.accept_button, panel.reject_button, panel.retry_button) if shown(b)
     ] == ["Try again"]
     assert text_of(panel.summary.value).startswith("✘No fix found — 1 try")
-    provider = ScriptedProvider(["```python\nvalue = 5\n```"])
+    provider = ScriptedProvider(["```python\nvalue = 42\n```"])
     session._provider = provider  # the next round's replies
     panel.note.value = "use five"
     panel.retry_button.click()
@@ -158,7 +162,7 @@ def test_a_provider_error_is_one_notice_counts_no_attempt_and_offers_only_retry(
 
 
 def test_the_running_panel_has_one_counter_a_ticking_timer_and_each_finished_attempt(shell):
-    session = failing_session(shell, ["```python\nvalue = 1\n```"])
+    session = failing_session(shell, ["```python\nvalue = 42\n```"])
     panel = ReviewPanel(session)
     session.status = "running"  # as while the loop runs in its thread
     try:
@@ -320,7 +324,13 @@ def session_for(shell, cell: str, replies, options: str = "--max-attempts 1"):
 def test_a_fix_that_fails_on_the_live_state_is_applied_only_anyway(shell):
     shell.run_cell("items = [1, 2]")
     fix = "items.append(3)\nlast = items[-1]\nassert items == [1, 2, 3]"
-    session = session_for(shell, "items.append(3)\nlast = items[5]", [f"```python\n{fix}\n```"])
+    session = session_for(
+        shell,
+        "items.append(3)\nlast = items[5]",
+        [f"```python\n{fix}\n```"],
+        "--max-attempts 1 -t 'assert last == 3'",
+    )
+    shell.run_cell("items.append(4)")  # a later cell changes what the fix reads (never undone by Accept)
     panel = ReviewPanel(session)
     assert session.status == "fixed" and shown(panel.accept_button) and not shown(panel.anyway_button)
     panel.accept_button.click()
@@ -329,13 +339,13 @@ def test_a_fix_that_fails_on_the_live_state_is_applied_only_anyway(shell):
     assert "AssertionError" in said and "Apply anyway runs it all the same" in said
     assert text_of(panel.summary.value).startswith("⚠Not applied — the fix fails from the live state")
     assert "Accept did not apply it" in text_of(panel.verdict.value)
-    assert shell.user_ns["items"] == [1, 2, 3] and "last" not in shell.user_ns  # nothing ran
+    assert shell.user_ns["items"] == [1, 2, 3, 4] and "last" not in shell.user_ns  # nothing ran
     assert not shown(panel.accept_button) and shown(panel.anyway_button)
     children = list(panel.widget.children)
     assert children.index(panel.verdict) < children.index(panel.decision_row)  # why, then the choice
     assert session.decision == "pending"
     panel.anyway_button.click()
-    assert shell.user_ns["items"] == [1, 2, 3, 3]  # the user's second choice ran it (and it raised)
+    assert shell.user_ns["items"] == [1, 2, 3, 4, 3]  # the user's second choice ran it (and it raised)
     assert session.decision == "accepted" and session.accepted_anyway and session.accept_ok is False
     assert "Applied anyway: the fix raised" in text_of(panel.status.value)
     assert not shown(panel.anyway_button)

@@ -362,14 +362,25 @@ class JobBuilder:
         )
         if snapshot is None or not touched:
             return {}
-        namespace, held = self.kernel.namespace, dict[str, Any]()
+        namespace, held, as_failed = self.kernel.namespace, dict[str, Any](), dict[str, str]()
 
-        def prefetch() -> None:
+        def prefetch(fingerprint: Callable[[list[str]], dict[str, str] | None]) -> None:
             if snapshot.alive and not held:
                 held.update(snapshot.values(touched))
+                as_failed.update(fingerprint(list(held)) or {})  # the live values as the failed run left them
 
-        def restore(names: list[str]) -> list[str]:
-            back = [n for n in names if n in held and namespace.get(n, _MISSING) is after.get(n)]
+        def restore(names: list[str], live: Mapping[str, str] | None) -> list[str]:
+            """Only what nobody changed since the failure: a later cell's change is never undone."""
+            back = [
+                n
+                for n in names
+                if n in held
+                and namespace.get(n, _MISSING) is after.get(n)
+                and live is not None
+                and n in as_failed
+                and live.get(n) == as_failed[n]
+                and not as_failed[n].startswith("unknown")
+            ]
             namespace.update({n: held[n] for n in back})
             return back
 

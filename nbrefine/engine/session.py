@@ -15,7 +15,7 @@ import difflib
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -84,9 +84,10 @@ class RefineJob:
     repair: CellsRepair | None = None  # the cause is another cell: candidates span cells
     #: puts back, in the live kernel, the values before the cell ran of those of the given names
     #: that the failed run changed in place (from the snapshot); returns the names put back
-    restore: Callable[[list[str]], list[str]] | None = None
-    #: once a fix is found: fetch from the snapshot, while it lives, what :attr:`restore` may need
-    prefetch: Callable[[], None] | None = None
+    restore: Callable[[list[str], Mapping[str, str] | None], list[str]] | None = None
+    #: once a fix is found: fetch from the snapshot, while it lives, what :attr:`restore` may need,
+    #: and fingerprint those names in the live state as the failed run left them (with the callable)
+    prefetch: Callable[[Callable[[list[str]], dict[str, str] | None]], None] | None = None
     released: bool = False
 
     def release(self) -> None:
@@ -231,7 +232,7 @@ class RefineSession:
         if result.status == "fixed" and result.fixed_code is not None:
             self.unchecked = unchecked_change(job.task, job.repair, result.fixed_code)
             if job.prefetch is not None:
-                job.prefetch()
+                job.prefetch(self._live_fingerprints)
 
     def run_in_background(
         self,
@@ -308,6 +309,15 @@ class RefineSession:
         job, names = self.job, self._names(code)
         if job is None or job.accept_runner is None or names is None:
             return None  # no live state to compare with later, or code that cannot be read
+        return fingerprints_of(
+            runner.run, names, timeout_s=job.config.timeout_s, policy=job.config.trial_policy
+        )
+
+    def _live_fingerprints(self, names: list[str]) -> dict[str, str] | None:
+        job = self.job
+        if job is None or job.accept_runner is None or not names:
+            return None
+        runner = job.accept_runner()
         return fingerprints_of(
             runner.run, names, timeout_s=job.config.timeout_s, policy=job.config.trial_policy
         )
@@ -481,7 +491,7 @@ class RefineSession:
             # The failed run may have changed in place what the fix reads (`df.set_index(...,
             # inplace=True)` before the KeyError): put those values back as they were before the
             # cell ran, so that the notebook ends as if the broken cell had never run.
-            restored = job.restore(changed_names(self._trial_state, live) or [])
+            restored = job.restore(changed_names(self._trial_state, live) or [], live)
             if restored:
                 names = ", ".join(f"`{n}`" for n in restored)
                 said = f"the failed run had changed {names} in place; Accept put back the values from before"

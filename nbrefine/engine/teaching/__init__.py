@@ -6,10 +6,11 @@
   (:func:`next_step`);
 - :mod:`.prompt`: the tutor's prompt (:func:`teaching_request`);
 - :mod:`.guard`: the guarantee that no code in a reply solves the cell (:func:`guard_reply`), and
-  :mod:`.rewrite`: the reply without that code, still readable;
+  :mod:`.rewrite`: the reply without that code, every sentence reading whole (:func:`reads_whole`);
 - :mod:`.texts` and :mod:`.tutor`: the offline tutor, nbrefine's own explanations and hints
   without a model;
-- :mod:`.turn`: one teaching turn (:func:`teach`), which the session runs.
+- :mod:`.turn`: one teaching turn (:func:`teach`), which the session runs; a reply left too little
+  once its code is withheld is asked for again, saying why.
 
 The kernel's own gate and ledger are kept by :mod:`nbrefine.engine.state` (``kernel_gate()``,
 ``kernel_ledger()``, ``install_notebook_policy``, ``apply_policy_line``).
@@ -36,7 +37,7 @@ from .policy import (
     policy_from_notebook,
 )
 from .prompt import TEACHING_SYSTEM_PROMPT, teaching_request
-from .rewrite import withheld_note
+from .rewrite import reads_whole, withheld_note
 from .turn import TeachingResult, teach
 from .tutor import OfflineTutor, tutor_text
 
@@ -58,6 +59,7 @@ __all__ = [
     "notebook_policy_code",
     "parse_policy_args",
     "policy_from_notebook",
+    "reads_whole",
     "teach",
     "teaching_request",
     "tutor_text",

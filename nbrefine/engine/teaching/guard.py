@@ -4,7 +4,8 @@
 trial-runs every piece of code in the reply, with the same runner and checks the repair loop
 uses, and withholds each piece that would make the cell pass (its docstring lists exactly
 what is tried). Code whose trials all fail is shown: it cannot solve the exercise. The reply is
-then rewritten around what was withheld (:mod:`.rewrite`), so that it still reads well.
+then rewritten around what was withheld (:mod:`.rewrite`), so that every sentence left reads
+whole.
 
 May import: the standard library, :mod:`nbrefine.sandbox` (trial specs and policy), the engine's
 loop (the runner protocol, :func:`normalize_code`) and prompt (:class:`RepairTask`), and
@@ -24,7 +25,7 @@ from ...sandbox import TrialPolicy, TrialSpec
 from ..loop import normalize_code
 from ..prompt import RepairTask
 from ..types import TrialRunner
-from .rewrite import take_out, withheld_note
+from .rewrite import Withheld, take_out, withheld_note
 
 #: Trial endings that may not happen again (a fork lost, a machine too busy): such a trial runs
 #: once more before its piece of code is withheld to be safe.
@@ -217,12 +218,39 @@ def _code_in_line(line: str, offset: int) -> list[_Snippet]:
     return found
 
 
+_QUOTE_PAIRS = {"'": "'", '"': '"', "“": "”", "‘": "’"}
+
+
+def _quoted_code(sentence: str, begin: int) -> tuple[int, str] | None:
+    """(its end, the code) for code in quotes starting at ``begin`` ("... of 'lst = new' ...")."""
+    close = _QUOTE_PAIRS.get(sentence[begin])
+    if close is None:
+        return None
+    end = begin + 1
+    while True:
+        end = sentence.find(close, end)
+        if end < 0:
+            return None
+        if end + 1 >= len(sentence) or not sentence[end + 1].isalnum():
+            break
+        end += 1
+    code = sentence[begin + 1 : end]
+    if len(code.strip()) < 3 or code != code.strip() or not _looks_like_code(code, header=True):
+        return None
+    return end + 1, code
+
+
 def _code_in_sentence(sentence: str, offset: int) -> list[_Snippet]:
     spans = [m.span() for m in re.finditer(r"\S+", sentence)][:_MAX_LINE_WORDS]
     found = []
     position = 0
     for begin, _ in spans:
         if begin < position:
+            continue
+        quoted = _quoted_code(sentence, begin)
+        if quoted is not None:  # the quotes go with it: the span is the quote
+            found.append(_Snippet("bare", offset + begin, offset + quoted[0], quoted[1]))
+            position = quoted[0]
             continue
         for _, stop in reversed(spans):
             if stop <= begin:
@@ -659,9 +687,11 @@ def guard_reply(
     out. The student's own lines, unchanged, are shown as they are. Prose that describes a fix
     in words is not code and is not checked.
 
+    Code in the prose is found in backticks, in quotes ("... of 'lst = new' ...") and bare.
     What is withheld is taken out with what depends on it (:func:`.rewrite.take_out`: the
-    sentence leading into a block with a colon, the sentence or clause around inline code), and
-    one note at the end says so.
+    sentence leading into a block with a colon; around code in a sentence, its brackets, its
+    clause or the sentence, or, for a quoted fragment of the student's own line, neutral words
+    in its place), so that every sentence left reads whole, and one note at the end says so.
     """
     text = text.replace("\r\n", "\n")
     snippets = _find_snippets(text)
@@ -677,7 +707,10 @@ def guard_reply(
         checks[index] = judge.check(snippets[index])
     results = tuple(checks[i] for i in range(len(snippets)))
     withheld = [
-        (s.start, s.end, _whole_lines(text, s)) for s, c in zip(snippets, results, strict=True) if c.withheld
+        Withheld(s.start, s.end, whole, "" if whole else _stand_in(judge.cell, text, s, c.reason))
+        for s, c in zip(snippets, results, strict=True)
+        if c.withheld
+        for whole in [_whole_lines(text, s)]
     ]
     note = withheld_note(len(withheld)) if withheld else ""
     prose = take_out(text, withheld) if withheld else text
@@ -689,6 +722,30 @@ def guard_reply(
         snippets=results,
         note=note,
     )
+
+
+def _stand_in(cell: _Cell, text: str, snippet: _Snippet, reason: str) -> str:
+    """Neutral words for a quoted fragment of the student's own line ("part of line 2", "the start
+    of line 2"), which the rewrite may put in its place; '' for code that is not quoted, not the
+    student's (new code is what a fix looks like: the sentence about it goes), or withheld for
+    passing on another line than its own ("the end of line 3" would say where to copy from)."""
+    quote = text[snippet.start : snippet.start + 1]
+    if quote not in ("`", *_QUOTE_PAIRS) or "\n" in snippet.code.strip():
+        return ""
+    fragment = re.sub(r"\s+", "", snippet.code)
+    lines = [n for n, line in enumerate(cell.lines, 1) if fragment and fragment in re.sub(r"\s+", "", line)]
+    replaced = re.search(r"in place of (?:part of )?line (\d+)", reason)
+    if replaced is not None:
+        lines = [n for n in lines if n == int(replaced.group(1))]
+    if not lines:
+        return ""
+    lineno = next((n for n in lines if n in cell.failing), lines[0])
+    line = re.sub(r"\s+", "", cell.lines[lineno - 1])
+    if line.startswith(fragment):
+        return f"the start of line {lineno}"
+    if line.endswith(fragment):
+        return f"the end of line {lineno}"
+    return f"part of line {lineno}"
 
 
 def _whole_lines(text: str, snippet: _Snippet) -> bool:

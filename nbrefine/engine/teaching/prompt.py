@@ -72,10 +72,12 @@ def teaching_request(
     number: int | None = None,
     total: int | None = None,
     user_note: str = "",
+    not_shown: str = "",
 ) -> ProviderRequest:
     """The request for one explanation (``mode="explain"``) or hint (``"hint"``/``"graduated"``,
     ``level`` 1 to 3). It reuses the repair prompt's labelled sections (cell, failure, values),
-    adds the hints already given, and asks for text only. The whole text passes ``redactor``."""
+    adds the hints already given, and asks for text only; asked again for the same hint,
+    ``not_shown`` says why the last answer was not shown. The whole text passes ``redactor``."""
     if mode not in TEACHING_MODES:
         raise ValueError(f"teaching_request needs one of {', '.join(TEACHING_MODES)}, not {mode!r}")
     level = max(1, min(level, MAX_LEVEL))
@@ -86,6 +88,9 @@ def teaching_request(
         noun = "Explanations" if mode == "explain" else "Hints"
         listed = "\n".join(f"{i}. {textwrap.indent(hint, '   ').lstrip()}" for i, hint in enumerate(given, 1))
         extra += f"## {noun} already given for this cell\n{listed}\n"
+    if not_shown:
+        noun = "explanation" if mode == "explain" else "hint"
+        extra += f"\n## Why your last {noun} was not shown\n{clip(not_shown.strip(), 1200, TRUNCATED)}\n"
     extra += f"\n## Your task\n{_teaching_task(mode, level, number, total, bool(given))}\n"
     base = build_request(
         task, [], redactor, budget=max(budget - len(extra), 2000), max_tokens=max_tokens, user_note=user_note

@@ -21,6 +21,7 @@ from .guard import GuardedReply, guard_reply
 from .hints import HintLedger, StepKind, TeachingStep, exhausted_text, next_step
 from .policy import TeachingPolicy
 from .prompt import teaching_request
+from .rewrite import complete_sentences, prose_words, reads_whole
 from .tutor import OfflineTutor
 
 #: What one request for help came to (see :class:`TeachingResult`).
@@ -51,6 +52,7 @@ class TeachingResult:
     request: ProviderRequest | None = field(default=None, repr=False)
     reply: ProviderReply | None = field(default=None, repr=False)
     guard: GuardedReply | None = field(default=None, repr=False)
+    requests: int = 0  # how many times the tutor was asked for this one (asked again: 2)
 
     @property
     def last_note(self) -> str:
@@ -82,6 +84,61 @@ class TeachingResult:
         return "\n\n".join(p for p in parts if p)
 
 
+#: Leftovers of a reply with code withheld that are too little to help: under this share of the
+#: reply's words, under this many words, or no complete sentence (:func:`too_little_left`).
+LEFT_SHARE = 0.4
+LEFT_WORDS = 12
+
+
+def too_little_left(text: str, guarded: GuardedReply) -> bool:
+    """Whether what the guard left of the reply ``text`` is too little to show as a hint: under
+    40 characters, or, with code withheld, under :data:`LEFT_WORDS` words, under :data:`LEFT_SHARE`
+    of the reply's words, or no complete sentence."""
+    prose = guarded.prose
+    if len(" ".join(prose.split())) < 40:
+        return True
+    if not guarded.withheld:
+        return False
+    left = prose_words(prose)
+    return left < LEFT_WORDS or left < LEFT_SHARE * prose_words(text) or not complete_sentences(prose)
+
+
+def why_not_shown(guarded: GuardedReply, mode: str = "hint") -> str:
+    """For the request that asks again: what the guard withheld from the last reply, and why
+    ("Your last hint quoted code that is the fix itself (`lst = new`): describe what to look at
+    without writing it.")."""
+    noun = "explanation" if mode == "explain" else "hint"
+    withheld = [s for s in guarded.snippets if s.withheld]
+    quoted = [
+        s.code.strip()
+        for s in withheld
+        if s.kind != "block"
+        and "\n" not in s.code.strip()
+        and "`" not in s.code
+        and len(s.code.strip()) <= 80
+    ]
+    shown = ", ".join(f"`{code}`" for code in list(dict.fromkeys(quoted))[:3])
+    safe = bool(withheld) and all("to be safe" in s.reason for s in withheld)
+    what = "code that nbrefine could not check in time" if safe else "code that is the fix itself"
+    if shown:
+        first = f"Your last {noun} quoted {what} ({shown}): describe what to look at without writing it."
+    else:
+        first = f"Your last {noun} held {what}, in a block: describe what to look at without writing it."
+    return (
+        f"{first} nbrefine withholds such code from the student, and too little of your {noun} was "
+        "left without it to help, so it was not shown. Write it again in words only: name the cell "
+        "line and what to look at there, without that code, a corrected line or any other code that "
+        "would make the cell pass."
+    )
+
+
+def _asks_again(guarded: GuardedReply) -> bool:
+    """Whether a reply left too little is worth asking again for: its withheld code was written
+    into the prose (quoted in a sentence), as a model trying to write a hint does. One that
+    answered with a block of code gets nbrefine's own hint at once, as before."""
+    return any(s.withheld and s.kind != "block" for s in guarded.snippets)
+
+
 def teach(
     task: RepairTask,
     provider: Provider,
@@ -98,12 +155,17 @@ def teach(
     user_note: str = "",
     on_event: EventCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
+    max_requests: int = 2,
 ) -> TeachingResult:
     """Give the next explanation or hint for the failing cell ``key`` under ``policy``.
 
     The reply never streams to the student: it is shown only after :func:`guard_reply` has
-    checked it. With :class:`OfflineTutor` as ``provider`` no model is asked. A reply that is
-    all code (withheld) or declined gets nbrefine's own hint at the same level instead.
+    checked it. With :class:`OfflineTutor` as ``provider`` no model is asked. When the guard
+    withheld code quoted in the reply's sentences and too little is left (:func:`too_little_left`),
+    the tutor is asked again for the same hint, up to ``max_requests`` requests in all, each
+    request after the first saying what was withheld and why (:func:`why_not_shown`); the hint
+    counts once. A reply still left too little, one that is all code in a block, or declined gets
+    nbrefine's own hint at the same level instead, after what is left of it when that reads whole.
     ``KeyboardInterrupt`` propagates when ``should_stop`` turns true while the reply streams."""
     used = ledger.used(key)
     step = next_step(policy, used)
@@ -116,27 +178,6 @@ def teach(
         )
     mode = "explain" if step.kind == "explain" else "hint"
     level = step.level or 1
-    request = teaching_request(
-        task,
-        redactor,
-        mode=mode,
-        level=level,
-        previous_hints=ledger.hints(key),
-        budget=budget,
-        max_tokens=max_tokens,
-        number=step.number,
-        total=step.total,
-        user_note=user_note,
-    )
-    emit(
-        on_event,
-        {
-            "kind": "teaching_request",
-            "step": step.header(),
-            "provider": provider.name,
-            "model": provider.model,
-        },
-    )
 
     def check_stop(_piece: str) -> None:  # pieces are never shown: only the guarded whole is
         if should_stop is not None and should_stop():
@@ -144,36 +185,81 @@ def teach(
 
     tutor = OfflineTutor()
     grounding: dict[str, Any] = {"runner": runner, "timeout_s": timeout_s, "policy": trial_policy}
-    try:
-        if isinstance(provider, OfflineTutor):
-            reply = provider.reply(task, mode=mode, level=level, **grounding)
-        else:
-            reply = provider.complete(request, check_stop)
-    except ProviderError as err:
-        message = (
-            f"nbrefine couldn't get a hint this time ({err}). Nothing was counted, so you can ask again."
+    answers: list[_Answer] = []
+    not_shown = ""
+    while True:
+        request = teaching_request(
+            task,
+            redactor,
+            mode=mode,
+            level=level,
+            previous_hints=ledger.hints(key),
+            budget=budget,
+            max_tokens=max_tokens,
+            number=step.number,
+            total=step.total,
+            user_note=user_note,
+            not_shown=not_shown,
         )
-        return TeachingResult(
-            step, "error", message=message, hints_used=used, next_kind=step.kind, request=request, **common
+        emit(
+            on_event,
+            {
+                "kind": "teaching_request",
+                "step": step.header(),
+                "provider": provider.name,
+                "model": provider.model,
+            },
         )
-    emit(on_event, {"kind": "teaching_reply", "chars": len(reply.text)})
-    text = reply.text if reply.stop_reason != DECLINED else ""
-    guarded = guard_reply(text, task, runner, timeout_s=timeout_s, policy=trial_policy)
-    emit(
-        on_event,
-        {
-            "kind": "guard_done",
-            "withheld": guarded.withheld,
-            "checked": guarded.checked,
-            "trials": guarded.trials,
-        },
-    )
+        try:
+            if isinstance(provider, OfflineTutor):
+                reply = provider.reply(task, mode=mode, level=level, **grounding)
+            else:
+                reply = provider.complete(request, check_stop)
+        except ProviderError as err:
+            if answers:  # asking again failed: what the first answers give, or nbrefine's own hint
+                break
+            message = (
+                f"nbrefine couldn't get a hint this time ({err}). Nothing was counted, so you can ask again."
+            )
+            return TeachingResult(
+                step,
+                "error",
+                message=message,
+                hints_used=used,
+                next_kind=step.kind,
+                request=request,
+                requests=1,
+                **common,
+            )
+        emit(on_event, {"kind": "teaching_reply", "chars": len(reply.text)})
+        text = reply.text if reply.stop_reason != DECLINED else ""
+        guarded = guard_reply(text, task, runner, timeout_s=timeout_s, policy=trial_policy)
+        emit(
+            on_event,
+            {
+                "kind": "guard_done",
+                "withheld": guarded.withheld,
+                "checked": guarded.checked,
+                "trials": guarded.trials,
+            },
+        )
+        answers.append(_Answer(request, reply, text, guarded))
+        if not too_little_left(text, guarded):
+            break
+        asked_all = len(answers) >= max_requests or isinstance(provider, OfflineTutor)
+        if asked_all or not _asks_again(guarded):
+            break
+        not_shown = why_not_shown(guarded, mode)
+    last = answers[-1]
+    request, reply, guarded = last.request, last.reply, last.guarded
     shown = guarded.text.strip()
-    if len(" ".join(guarded.prose.split())) < 40:  # nothing much left: nbrefine's own hint too
+    if too_little_left(last.text, guarded):  # nothing much left: nbrefine's own hint too
         own = tutor.reply(task, mode=mode, level=level, **grounding).text
+        guarded, prose = _best_leftover(answers)
+        note = guarded.note
         what = "explanation" if mode == "explain" else "hint"
-        instead = f"Here is nbrefine's own {what} instead: {own}" if shown else own
-        shown = "\n\n".join(p for p in (guarded.prose, f"{guarded.note} {instead}".strip()) if p)
+        instead = f"Here is nbrefine's own {what} instead: {own}" if prose or note else own
+        shown = "\n\n".join(p for p in (prose, f"{note} {instead}".strip()) if p)
     hints_used = ledger.record(key, shown)
     return TeachingResult(
         step,
@@ -188,5 +274,28 @@ def teach(
         request=request,
         reply=reply,
         guard=guarded,
+        requests=len(answers),
         **common,
     )
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One request to the tutor for this hint, its reply, the reply's text and what the guard
+    made of it."""
+
+    request: ProviderRequest
+    reply: ProviderReply
+    text: str
+    guarded: GuardedReply
+
+
+def _best_leftover(answers: list[_Answer]) -> tuple[GuardedReply, str]:
+    """Of the answers left too little, the one whose leftover reads whole and is longest (the
+    latest of equals), with that leftover, to show above nbrefine's own hint; when none reads
+    whole, the last answer without its leftover (its note still says what was withheld)."""
+    whole = [a.guarded for a in answers if a.guarded.prose and reads_whole(a.guarded.prose)]
+    if whole:
+        best = max(reversed(whole), key=lambda g: prose_words(g.prose))
+        return best, best.prose
+    return answers[-1].guarded, ""
