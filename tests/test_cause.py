@@ -240,3 +240,17 @@ def test_accept_puts_back_what_the_failed_run_changed_in_place(shell) -> None:
     assert "put back" in session.live_check
     density = shell.user_ns["density"]
     assert list(density.index) == ["ca", "ny"] and density["ca"] == pytest.approx(39.0 / 423.0)
+
+
+def test_a_hint_for_a_checks_cell_points_at_the_function_cell_and_asks_for_no_code(shell) -> None:
+    shell.run_cell(SEARCH, store_history=True)
+    hint = (
+        "Your asserts are fine: the problem is in the function itself. Look at what `search` returns "
+        "when `x` is larger than every element of the tuple, and ask yourself where such an `x` "
+        "would be inserted. Try it by hand with an empty tuple first."
+    )
+    session, provider = refine(shell, CHECKS, [hint], "--mode hint")
+    request = provider.requests[0]
+    assert "defines search" in request.user and "the fix belongs in that cell" in request.user
+    assert "one ```python block per cell" not in request.user  # one situation: a hint, not a fix
+    assert session.status == "hint" and session.teaching is not None

@@ -291,11 +291,14 @@ def cross_cell(checks: tuple[str, ...]) -> tuple[Failed, RefineJob]:
 
 def test_an_error_in_another_cells_function_retargets_the_job_at_that_cell() -> None:
     _, job = cross_cell(("assert value == 8",))
-    assert job.task.code.startswith("def net(amount):")
-    assert job.task.checks == ("value = net(10)", "assert value == 8")  # the failing cell must pass
+    assert job.repair is not None and job.repair.cause.kind == "raised_in"
+    (cause,) = job.repair.cause.causes
+    assert cause.source.startswith("def net(amount):") and cause.cell_id == "c1"
+    assert [cell.role for cell in job.task.cells] == ["cause", "failing"]  # the prompt shows both
+    assert job.task.code == "value = net(10)" and job.task.checks == ("assert value == 8",)
     assert job.on_finish is not None and job.config.verifier is not None
-    fixed = "def net(amount):\n    return amount - tax\n"
-    outcome = job.runner.run(candidate(job, fixed))
+    fixed = job.repair.candidate({cause.key: "def net(amount):\n    return amount - tax\n"})
+    outcome = job.runner.run(candidate(job, fixed))  # the failing cell runs after it, as check 1
     assert outcome.ok and outcome.checks_total == 2, outcome.one_line()
     assert job.config.verifier(fixed, outcome) == ""
 
