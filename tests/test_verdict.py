@@ -337,3 +337,17 @@ def test_an_in_place_change_is_pinned_by_an_assert_on_the_object():
     original = "rows = []\nrows.append(1)\nassert rows == [2]\n"
     candidate = "rows = []\nrows.append(2)\nassert rows == [2]\n"
     assert judge(original, candidate).pinned
+
+
+def test_a_print_added_to_show_the_result_is_mechanical() -> None:
+    from nbrefine.engine.verdict import judge
+
+    assert (
+        judge(
+            "north = lookup(revenue, 'North')",
+            "north = lookup(revenue, 'north')\nprint('north is', north)",
+            known_names={"north", "south"},
+        ).kind
+        == "mechanical"
+    )
+    assert judge("x = 1", "x = 1\nprint(f(x))").kind == "computes"  # the argument computes something

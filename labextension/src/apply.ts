@@ -55,15 +55,23 @@ export function trackExecutions(kernel: Kernel.IKernelConnection): void {
  * request's `cell_id` and `expected_source` (a page reloaded since, another client).
  */
 export function target(data: JSONObject): { cellId: unknown; expected: unknown } {
-  const ran = data['execute_request'];
-  const known = typeof ran === 'string' ? executions.get(ran) : undefined;
-  if (known !== undefined && known.cellId === data['cell_id']) {
-    return { cellId: known.cellId, expected: known.code };
-  }
-  return { cellId: data['cell_id'], expected: data['expected_source'] };
+  return ranAs(data['execute_request'], data['cell_id'], data['expected_source']);
 }
 
-function widgetOf(panel: NotebookPanel, cell: ICellModel): Cell | undefined {
+/** `target` for one cell of a request: `ran` the request's `execute_request`. */
+export function ranAs(
+  ran: unknown,
+  cellId: unknown,
+  expected: unknown
+): { cellId: unknown; expected: unknown } {
+  const known = typeof ran === 'string' ? executions.get(ran) : undefined;
+  if (known !== undefined && known.cellId === cellId) {
+    return { cellId: known.cellId, expected: known.code };
+  }
+  return { cellId, expected };
+}
+
+export function widgetOf(panel: NotebookPanel, cell: ICellModel): Cell | undefined {
   return panel.content.widgets.find(widget => widget.model === cell);
 }
 
@@ -82,7 +90,7 @@ export function canRun(
 }
 
 /** The code cells below `cell` that have not run since (a Run All stopped before them). */
-function notRunBelow(panel: NotebookPanel, cell: ICellModel): Cell[] {
+export function notRunBelow(panel: NotebookPanel, cell: ICellModel): Cell[] {
   const widgets = panel.content.widgets;
   const index = widgets.findIndex(widget => widget.model === cell);
   return widgets
@@ -95,7 +103,7 @@ function notRunBelow(panel: NotebookPanel, cell: ICellModel): Cell[] {
     );
 }
 
-async function run(panel: NotebookPanel, cells: Cell[]): Promise<boolean> {
+export async function run(panel: NotebookPanel, cells: Cell[]): Promise<boolean> {
   return NotebookActions.runCells(panel.content, cells, panel.sessionContext);
 }
 
@@ -109,7 +117,7 @@ function belowNote(count: number): string {
   );
 }
 
-function withBelow(output: nbformat.IOutput, count: number): nbformat.IOutput {
+export function withBelow(output: nbformat.IOutput, count: number): nbformat.IOutput {
   const data = { ...((output.data as JSONObject | undefined) ?? {}) };
   const markup = data['text/html'];
   if (typeof markup === 'string') {
@@ -149,7 +157,7 @@ export async function runFixed(
   outputs.fromJSON([withBelow(line as nbformat.IOutput, count), ...outputs.toJSON()]);
 }
 
-function isFixedLine(output: nbformat.IOutput): boolean {
+export function isFixedLine(output: nbformat.IOutput): boolean {
   const meta = output.metadata as JSONObject | undefined;
   const mine = meta?.['nbrefine'] as JSONObject | undefined;
   return !!mine && mine['fixed'] === true;
@@ -181,6 +189,11 @@ function undo(
     return;
   }
   replaceSource(cell, original, { ...provenance, undone_at: new Date().toISOString() });
+  markUndone(cell);
+}
+
+/** The outputs came from the fixed code: they go, and one line says so. */
+export function markUndone(cell: ICodeCellModel): void {
   cell.sharedModel.transact(() => {
     cell.clearExecution();
   }, false);
@@ -202,7 +215,8 @@ const listening = new WeakSet<NotebookPanel>();
 /** The fixed line's buttons (its HTML has no script: one listener per notebook handles them). */
 export function handleActions(
   panel: NotebookPanel,
-  replaceSource: (cell: ICellModel, source: string, provenance: JSONObject | undefined) => void
+  replaceSource: (cell: ICellModel, source: string, provenance: JSONObject | undefined) => void,
+  undoTogether?: (panel: NotebookPanel, cell: ICellModel) => boolean
 ): void {
   if (listening.has(panel)) {
     return;
@@ -229,7 +243,10 @@ export function handleActions(
         button.setAttribute('aria-expanded', String(open));
       }
     } else if (action === 'undo') {
-      undo(cell, replaceSource);
+      // a fix of several cells (write_cells, cells.ts) is undone in all of them at once
+      if (!undoTogether?.(panel, cell)) {
+        undo(cell, replaceSource);
+      }
     } else if (action === 'run-below') {
       runBelow(panel, cell).catch(err => console.warn('nbrefine: could not run the cells below', err));
     }

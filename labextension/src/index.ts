@@ -13,6 +13,15 @@
  *     -> {request_id, ok: true, runs: true}   (with run: the frontend then runs the cell: see apply.ts)
  *     -> {request_id, ok: false, reason: "the cell is no longer in the notebook"}
  *     -> {request_id, ok: false, reason: "the cell was edited since it ran; nothing was changed"}
+ *   {action: "write_cells", request_id, edits: [{cell_id, expected_source, source, metadata?}],
+ *    moves: [{cell_id, above}], run: [cell_id, ...], fixed_output?, execute_request?}
+ *     -> {request_id, ok: true, runs: true}   (then runs the cells of `run`, in order: see cells.ts)
+ *     -> {request_id, ok: true}               (nothing to run, or no kernel)
+ *     -> {request_id, ok: false, reason: 'the cell "<id>" (cell 3) was edited since it ran; nothing was changed'}
+ *        (or is no longer in the notebook, is not editable, the notebook is read-only, malformed)
+ *   {action: "undo", request_id}   (the request_id of a write_cells request)
+ *     -> {request_id, ok: true}               (every cell it changed is back: source, position, metadata)
+ *     -> {request_id, ok: false, reason}      (a cell was changed since; already undone; unknown write)
  *   {action: "ping", request_id?} -> {request_id?, ok: true, version}
  *   anything else                 -> {request_id?, ok: false, reason: "unknown action"}
  *
@@ -35,6 +44,7 @@ import type { ICellModel } from '@jupyterlab/cells';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject, JSONValue } from '@lumino/coreutils';
 import { canRun, handleActions, runFixed, target, trackExecutions } from './apply';
+import { holdsWrite, type IOutcome, locate, undoCells, undoTogether, writeCells } from './cells';
 
 /** The notebook metadata key of an instructor's teaching policy. */
 export const POLICY_KEY = 'nbrefine';
@@ -68,18 +78,7 @@ function findCell(
   panel: NotebookPanel,
   cellId: string
 ): ICellModel | undefined {
-  const model = panel.content.model;
-  if (!model || panel.isDisposed) {
-    return undefined;
-  }
-  const cells = model.cells;
-  for (let i = 0; i < cells.length; i++) {
-    const cell = cells.get(i);
-    if (cell.id === cellId) {
-      return cell;
-    }
-  }
-  return undefined;
+  return locate(panel, cellId)?.cell;
 }
 
 /** The panels whose session is connected to a kernel with this id (other than `panel`). */
@@ -180,6 +179,38 @@ export function answer(
 }
 
 /**
+ * Answer one request, and say what to do once the answer is sent. `write_cells` and `undo` are
+ * answered by cells.ts; the rest by `answer`.
+ */
+function respond(
+  tracker: INotebookTracker,
+  panel: NotebookPanel,
+  kernelId: string,
+  data: JSONObject
+): IOutcome | undefined {
+  const others = (): NotebookPanel[] => otherPanelsOnKernel(tracker, panel, kernelId);
+  const action = data['action'];
+  if (action === 'write_cells') {
+    return writeCells(panel, data, ids =>
+      others().some(p => ids.every(id => findCell(p, id) !== undefined))
+    );
+  }
+  if (action === 'undo') {
+    return undoCells(panel, data, id => others().some(p => holdsWrite(p, id)));
+  }
+  const reply = answer(tracker, panel, kernelId, data);
+  if (reply === undefined) {
+    return undefined;
+  }
+  const cell = reply.runs ? findCell(panel, String(target(data).cellId)) : undefined;
+  return {
+    reply,
+    // after the answer: the kernel reads it (and does Accept's first step) before this runs
+    after: cell ? () => runFixed(panel, cell, data) : undefined
+  };
+}
+
+/**
  * The Python line that applies a notebook's policy in its kernel (`nbrefine/frontend.py`).
  * The JSON text goes in as a string literal: a JSON string literal is also a Python one.
  */
@@ -266,17 +297,17 @@ function onCommOpen(
 ): void {
   const data = (msg.content.data ?? {}) as JSONObject;
   const requestId = data['request_id'];
-  let reply: Reply | undefined;
+  let outcome: IOutcome | undefined;
   try {
-    reply = answer(tracker, panel, kernel.id, data);
+    outcome = respond(tracker, panel, kernel.id, data);
   } catch (err) {
     console.error('nbrefine: could not write the cell', err);
-    reply = { ok: false, reason: `the frontend failed: ${String(err)}` };
+    outcome = { reply: { ok: false, reason: `the frontend failed: ${String(err)}` } };
   }
-  if (reply === undefined) {
+  if (outcome === undefined) {
     return; // another notebook bound to this kernel answers
   }
-  const content: JSONObject = { ...reply } as JSONObject;
+  const content: JSONObject = { ...outcome.reply } as JSONObject;
   if (requestId !== undefined) {
     content['request_id'] = requestId;
   }
@@ -290,11 +321,7 @@ function onCommOpen(
   } catch {
     // the kernel went away meanwhile
   }
-  const cell = reply.runs ? findCell(panel, String(target(data).cellId)) : undefined;
-  if (cell) {
-    // after the answer: the kernel reads it (and does Accept's first step) before this runs
-    runFixed(panel, cell, data).catch(err => console.warn('nbrefine: could not run the fixed cell', err));
-  }
+  outcome.after?.().catch(err => console.warn('nbrefine: could not run the fixed cells', err));
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -323,7 +350,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         watchPolicy(panel, kernel);
         trackExecutions(kernel);
       };
-      handleActions(panel, replaceSource);
+      handleActions(panel, replaceSource, undoTogether);
       context.kernelChanged.connect(register);
       context.sessionChanged.connect(register);
       void context.ready.then(register).catch(() => undefined);

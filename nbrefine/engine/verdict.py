@@ -283,7 +283,27 @@ def _added_statement(node: ast.stmt, ctx: _Context) -> _Change:
         return _mechanical(ctx, f"the import {_code(node)}")
     if isinstance(node, ast.Pass | ast.Global | ast.Nonlocal | ast.Assert) or _is_docstring(node):
         return _mechanical(ctx, f"the new statement {_code(node)}")  # binds or computes nothing
+    if _only_shows(node):
+        return _mechanical(ctx, f"the new statement {_code(node)}")  # it shows a value, changes none
     return _computes(ctx, f"the new statement {_code(node)}")
+
+
+#: Calls that only show what the cell computed: adding one changes what is displayed, not the result.
+_SHOWING = frozenset({"print", "display", "pprint", "pp"})
+
+
+def _only_shows(node: ast.stmt) -> bool:
+    """A statement that shows a value and binds nothing: ``print(x)``, ``display(df)``, a bare name
+    or attribute (the cell's displayed result), whose arguments call nothing."""
+    if not isinstance(node, ast.Expr):
+        return False
+    value = node.value
+    if isinstance(value, ast.Name | ast.Attribute):
+        return True
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _SHOWING):
+        return False
+    inner = [*value.args, *(k.value for k in value.keywords)]
+    return not any(isinstance(n, ast.Call | ast.NamedExpr) for arg in inner for n in ast.walk(arg))
 
 
 def _removed_statement(node: ast.stmt, ctx: _Context) -> _Change:
