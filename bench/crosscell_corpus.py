@@ -6,6 +6,7 @@ edits; see its README) is written as a notebook and repaired by ``nbrefine fix``
 the model being the scripted provider with the case's replies (shaped as real models answer).
 
     .venv/bin/python bench/crosscell_corpus.py          # the figures the README quotes
+    OTHER_VENV/bin/python bench/crosscell_corpus.py     # the same corpus through another nbrefine
 
 prints, per kind and in all: placed right (every cell the case expects changed holds exactly the
 expected source, every other cell is byte-identical, the moved cell is where it belongs), checks
@@ -130,12 +131,12 @@ def _compare(case: dict[str, Any], fixed: Any, report: dict[str, Any], seconds: 
     for cell_id, status in expect.get("status", {}).items():
         got = by_id[cell_id]["status"]
         if status == "proposal":
-            if not by_id[cell_id]["proposal"]:
+            if not by_id[cell_id].get("proposal"):
                 problems.append(f"{cell_id}: not reported as a proposal ({got}: {by_id[cell_id]['reason']})")
         elif got != status:
             problems.append(f"{cell_id}: status {got}, expected {status} ({by_id[cell_id]['reason'][:160]})")
     for cell_id, cause in expect.get("cause", {}).items():
-        sentence = by_id[cell_id]["cause"]
+        sentence = by_id[cell_id].get("cause", "")  # an older nbrefine's report has no cause
         if cause == cell_id and sentence:
             problems.append(f"{cell_id}: the cause is the cell itself, yet nbrefine said {sentence!r}")
         elif cause != cell_id and f"'{cause}'" not in sentence:
@@ -146,7 +147,7 @@ def _compare(case: dict[str, Any], fixed: Any, report: dict[str, Any], seconds: 
         if c["type"] == "code" and (c["metadata"].get("nbgrader", {}).get("locked") or c["id"] == "checks")
     ]
     checks_kept = all(now[i].source == original[i]["source"] for i in readonly)
-    proposal = any(cell["proposal"] for cell in report["cells"])
+    proposal = any(cell.get("proposal") for cell in report["cells"])
     placed = not [p for p in problems if "status" not in p and "cause" not in p]
     return CaseOutcome(case["name"], case["kind"], placed, checks_kept, proposal, problems, seconds, report)
 

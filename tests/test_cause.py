@@ -140,8 +140,9 @@ def test_a_locked_nbgrader_cell_is_read_only_and_names_the_solution_cell() -> No
     )
     failures = (type(situation.failures[0])("AssertionError", "", lineno=2, line="assert r == 0"),)
     cause = find_cause(Situation(**{**situation.__dict__, "failures": failures}))
-    # `r` is data the failing cell made itself; the assert reads nothing another cell defined
-    assert cause.kind == "here" and cause.failing.readonly == "an nbgrader test cell"
+    # `r` comes from `search`, which the solution cell defines: that cell is the fix's place
+    assert cause.kind == "checked" and [c.cell_id for c in cause.causes] == ["search"]
+    assert cause.failing.readonly == "an nbgrader test cell"
 
 
 # --------------------------------------------------------------------------- in a real shell
@@ -256,3 +257,30 @@ def test_a_hint_for_a_checks_cell_points_at_the_function_cell_and_asks_for_no_co
     assert "defines search" in request.user and "the fix belongs in that cell" in request.user
     assert "one ```python block per cell" not in request.user  # one situation: a hint, not a fix
     assert session.status == "hint" and session.teaching is not None
+
+
+def test_an_assert_on_a_value_the_cell_computed_with_another_cells_function_is_that_cells(shell) -> None:
+    """``avg = mean(scores)`` then ``assert avg == 4``: the operand comes from ``mean`` (seen with a
+    real model: offered only this cell, it rightly said the bug was in the function's cell)."""
+    shell.run_cell("def mean(xs):\n    return sum(xs) / len(xs) - 1", store_history=True)
+    fixed = "def mean(xs):\n    return sum(xs) / len(xs)"
+    reply = f"`mean` subtracts 1 from the average.\n\n```python\n{fixed}\n```"
+    session, provider = refine(shell, "scores = [3, 4, 5]\navg = mean(scores)\nassert avg == 4, avg", [reply])
+    assert session.cause is not None and session.cause.kind == "checked"
+    assert "The cells the fix may change" in provider.requests[0].user
+    assert session.verified and session.fixed_code == fixed
+
+
+def test_a_model_that_declines_a_guess_stops_the_loop(shell) -> None:
+    """Seen with a real model: with nothing that says which character was meant, it declined, with
+    no code; nbrefine stops there (instead of asking again) and says why."""
+    decline = (
+        "`message` has 12 characters, so index 17 does not exist. Nothing in the notebook says which "
+        "character was meant, so the intended result can't be known from the notebook; I'm not guessing."
+    )
+    session, provider = refine(
+        shell, 'message = "hello, world"\nprint(message[17])', [decline, "never asked"], "--max-attempts 2"
+    )
+    assert len(provider.requests) == 1
+    assert session.status == "unfixed" and session.result is not None
+    assert session.result.stop_reason == "declined" and "can't be known" in session.message

@@ -436,3 +436,13 @@ def test_in_a_real_ipython_shell_the_function_cell_is_the_target():
     finally:
         ip.events.unregister("post_run_cell", record)
         ip.reset(new_session=False)
+
+
+def test_a_cell_nbrefine_fix_ran_under_a_refine_line_is_not_edited_since() -> None:
+    """nbrefine fix runs every cell under a %%refine line: the notebook's cell is the same cell."""
+    from nbrefine.grounding.history import ExecutedCell, NotebookCell, analyse
+
+    ran = ExecutedCell(1, "%%refine --max-attempts 1\ndef mean(xs):\n    return sum(xs) / len(xs)", "mean")
+    notebook = [NotebookCell("mean", "def mean(xs):\n    return sum(xs) / len(xs)")]
+    report = analyse([ran], ["mean"], notebook, namespace={"mean"})
+    assert not [w for w in report.warnings if "edited" in w], report.warnings

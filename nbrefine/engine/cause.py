@@ -281,6 +281,7 @@ def _checked(situation: Situation, failing: CellRef) -> Cause | None:
     """A failed assert or check whose operands come from code another cell defined."""
     expressions = _failed_checks(situation, failing)
     names = [n for expr in expressions for n in free_names(expr) if not is_ipython_name(n)]
+    names += _computed_from(situation.transform(failing.source), names)
     found: dict[str, tuple[ExecutedCell, list[str]]] = {}
     for name in dict.fromkeys(names):
         if not _user_defined(situation.namespace.get(name)) or name in failing.defines:
@@ -295,6 +296,26 @@ def _checked(situation: Situation, failing: CellRef) -> Cause | None:
         return None
     tied = tuple(n for c in causes for n in found[c.key][1])
     return Cause("checked", failing, tuple(causes), tied, _dependents(situation, tuple(causes)))
+
+
+def _computed_from(code: str, names: list[str], depth: int = 2) -> list[str]:
+    """The names the failing cell's own statements read to compute ``names``: in ``avg =
+    mean(scores)`` then ``assert avg == 4``, the failed check's operand comes from ``mean``."""
+    tree = parse(code)
+    if tree is None:
+        return []
+    wanted, found = set(names), list[str]()
+    for _ in range(depth):
+        new: list[str] = []
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                if bound & wanted and statement.value is not None:
+                    new += [n for n in free_names(ast.unparse(statement.value)) if n not in wanted]
+        wanted.update(new)
+        found += new
+    return list(dict.fromkeys(found))
 
 
 def _failed_checks(situation: Situation, failing: CellRef) -> list[str]:

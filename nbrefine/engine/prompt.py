@@ -19,7 +19,7 @@ from ..providers.base import ProviderRequest, RepairContext
 from .cells import CellRef
 from .types import Attempt
 
-__all__ = ["SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "parse_reply"]
+__all__ = ["SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "declines", "parse_reply"]
 
 SYSTEM_PROMPT = """\
 You repair one failing cell of a Jupyter notebook. You are shown the cell, the failure as it \
@@ -311,6 +311,20 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[
 _PYTHON_TAGS = {"python", "py", "python3", "ipython", "ipython3", "pycon"}
 
 
+_DECLINE = re.compile(
+    r"\brun (?:the )?(?:cell\b|In\s*\[)|\bneeds? (?:the )?(?:cell\b|In\s*\[)|\brun first\b"
+    r"|\bcan(?:no|['’])t (?:tell|know)\b|\bcan(?:no|['’])t be known\b|\bimpossible to (?:tell|know)\b"
+    r"|\bnot guessing\b|\bwithout guessing\b|\bwould be a guess\b|\bI(?: am|['’]m) not going to guess\b",
+    re.I,
+)
+
+
+def declines(prose: str) -> bool:
+    """The reply's prose says the fix cannot be made from here: a cell must run first, or the
+    intended result cannot be known from the notebook (the prompt offers the model that way out)."""
+    return bool(_DECLINE.search(prose))
+
+
 @dataclass(frozen=True)
 class ParsedReply:
     code: str | None
@@ -332,7 +346,12 @@ def parse_reply(text: str) -> ParsedReply:
             if unterminated
             else "the reply contained no fenced code block"
         )
-        return ParsedReply(None, text.strip()[:2000], reason)
+        prose = text.strip()[:2000]
+        if not unterminated and declines(prose):
+            return ParsedReply(
+                None, prose, "the model declined: " + prose.splitlines()[0][:300], declined=True
+            )
+        return ParsedReply(None, prose, reason)
     _, code, (start, end) = chosen
     explanation = (text[:start] + text[end:]).strip()
     explanation = re.sub(r"\n{3,}", "\n\n", explanation)[:2000]

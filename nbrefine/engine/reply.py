@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .cells import CellEdits, CellRef
-from .prompt import _FENCE, _PYTHON_TAGS
+from .prompt import _FENCE, _PYTHON_TAGS, declines
 
 __all__ = ["split_reply"]
 
@@ -42,11 +42,6 @@ _HEADING = re.compile(r"^(?:#{1,6}\s|\*\*|__)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _LABEL_FILLER = re.compile(r"\b(?:cell|id|fixed|corrected|updated|new)\b|[\s%:()\[\]*`'\".,;—–-]+", re.I)
 #: The prose of a reply that says the fix needs something else first, or cannot be known.
-_DECLINE = re.compile(
-    r"\brun (?:the )?(?:cell\b|In\s*\[)|\bneeds? (?:the )?(?:cell\b|In\s*\[)|\brun first\b"
-    r"|\bcan(?:no|['’])t (?:tell|know)\b|\bcannot be known\b|\bimpossible to (?:tell|know)\b",
-    re.I,
-)
 _IMPORT = re.compile(r"(?:import|from)\s")
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -153,7 +148,7 @@ def _changed(cell: CellRef, current: dict[str, str]) -> bool:
 
 
 def _declines(prose: str) -> bool:
-    return bool(_DECLINE.search(prose))
+    return declines(prose)
 
 
 # --------------------------------------------------------------------------- prose and labels

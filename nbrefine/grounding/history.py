@@ -369,7 +369,7 @@ class _Context:
                 f"run, In [{later[-1].count}], no longer defines `{name}`, so the kernel holds a stale value."
             ]
         saved = self.nb_source.get(cell.cell_id)
-        if saved is None or _norm(saved) == _norm(cell.source) or self._saved_after(cell) is False:
+        if saved is None or _same_text(saved, cell.source) or self._saved_after(cell) is False:
             return []
         lost = dict(_facts(saved, None).effects).get(name) is not True
         tail = f"; its current source no longer defines `{name}`" if lost else ""
@@ -494,6 +494,12 @@ def _render(report: HistoryReport, budget: int, redactor: Redactor) -> str:
         parts.append("No cells have run in this session before this one.")
     text = "\n".join(parts)
     return text if len(text) <= budget else clip(text, budget, _CUT)
+
+
+def _same_text(saved: str, ran: str) -> bool:
+    """The notebook's cell and the source that ran are the same cell text: a ``%%refine`` line
+    above either (nbrefine fix puts one above every cell it runs) does not count."""
+    return _norm(user_text(saved)[0]) == _norm(user_text(ran)[0])
 
 
 def _failed_mark(cell: ExecutedCell) -> str:
