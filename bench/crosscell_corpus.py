@@ -187,5 +187,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    sys.exit(main())
+    sys.exit(main())  # nbrefine as the running interpreter has it installed (another venv: another one)

@@ -23,14 +23,15 @@ from .._errors import ProviderError, SessionStateError, UnverifiedFixError
 from ..grounding.capture import Failure
 from ..grounding.redaction import Redactor
 from ..providers.base import Provider
-from ..sandbox import TrialOutcome, TrialSpec
+from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec
+from ..sandbox.live import confined
 from .accept import AcceptPlan
 from .cause import Cause
 from .cost import Usage, total
 from .loop import LoopConfig, refine, verifier_for
 from .multicell import CellsRepair
 from .prompt import RepairTask
-from .state import add_to_kernel, current, kernel_ledger
+from .state import add_to_kernel, current, expect_confined_runs, kernel_ledger
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, teach
 from .types import Attempt, EventCallback, LoopResult, Status, TrialRunner
 from .verdict import judge
@@ -447,19 +448,53 @@ class RefineSession:
         self.accepted_anyway = anyway
         self.decision = "accepted"
         self.release()
+        policy = self.live_policy()
         if elsewhere and self.undo_failed_run is not None:
             self.undo_failed_run()
+            expect_confined_runs(self._run_keys(), policy)  # the driver runs the cells: confined there
             return True
         if not run_here and self.prepare is not None:
             self.prepare()
+            expect_confined_runs(self._run_keys(), policy)  # the frontend runs the cells
             return True
-        return self._applied(self._applier(fixed))
+        with confined(policy):
+            return self._applied(self._applier(fixed))
 
     def _applied(self, ok: bool) -> bool:
         self.accept_ok = ok
         if ok and self.on_accepted is not None:
             self.on_accepted()
         return ok
+
+    def live_policy(self) -> TrialPolicy:
+        """What the accepted fix may do when it runs for real: what its trial could (the cell's
+        ``--allow-*`` options), and what the cells it runs already did before (a cell that downloads
+        its data may go on downloading it)."""
+        job = self.job
+        base = job.config.trial_policy if job is not None else TrialPolicy()
+        originals = [self.original_code]
+        if self.plan is not None:
+            originals += [cell.source for cell, _ in self.plan.runs] + [c.cell.source for c in self.plan.changes]
+        try:  # TEMPORARY until engine/capabilities.py lands (being written): then a plain import
+            from .capabilities import capabilities_of
+        except ImportError:
+            did: frozenset[str] = frozenset()
+        else:
+            did = frozenset().union(*(capabilities_of(code) for code in originals))
+        return replace(
+            base,
+            allow_network=base.allow_network or "network" in did,
+            allow_subprocess=base.allow_subprocess or "process" in did,
+            allow_writes=base.allow_writes or bool(did & {"write_outside", "home_dotfiles", "delete"}),
+        )
+
+    def _run_keys(self) -> list[str]:
+        """How the runs Accept leaves to the frontend or the driver are recognised: cell ids, or the
+        source that runs where a cell has none."""
+        if self.plan is not None and self.plan.spans_cells:
+            return [cell.cell_id or source for cell, source in self.plan.runs]
+        fixed = self.fixed_code or ""
+        return [k for k in (self.cell_id, fixed) if k] + ([self.then_run_cell] if self.then_run_cell else [])
 
     def apply_here(self) -> bool:
         """Run an accepted fix in the kernel after all: the frontend was to run the cell but did
@@ -472,7 +507,8 @@ class RefineSession:
             or self._applier is None
         ):
             raise SessionStateError("there is no accepted fix waiting to run")
-        return self._applied(self._applier(fixed))
+        with confined(self.live_policy()):
+            return self._applied(self._applier(fixed))
 
     def _why_not_apply(self, fixed: str) -> str:
         if self.status == "fixed" and self.unchecked:

@@ -8,8 +8,8 @@ student could too, which is why the teaching lock is no security boundary: see
 :mod:`nbrefine.engine.teaching.policy`). The functions below it are the kernel-wide shortcuts the
 adapters use (``kernel_gate()``, ``cached(provider)``, ``apply_policy_line(...)``...).
 
-May import: the standard library, :mod:`nbrefine.providers` and the engine's cost and teaching
-modules (not the session module: it imports this one; a session is held as a :class:`Releasable`).
+May import: the standard library, :mod:`nbrefine.grounding`, :mod:`nbrefine.sandbox`,
+:mod:`nbrefine.providers` and the engine's cost and teaching modules (not the session module: it imports this one; a session is held as a :class:`Releasable`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from ..grounding.history import NotebookCell
 from ..providers.base import Provider
+from ..sandbox import TrialPolicy
 from ..providers.cache import CachingProvider, ResponseStore
 from .cost import Usage
 from .teaching.hints import HintLedger
@@ -33,6 +34,8 @@ __all__ = [
     "apply_policy_line",
     "cached",
     "current",
+    "expect_confined_runs",
+    "take_confined_run",
     "install_notebook_policy",
     "kernel_gate",
     "kernel_ledger",
@@ -60,6 +63,9 @@ class KernelState:
     #: the notebook's code cells in order, where a driver said (``nbrefine fix`` does): what a
     #: repair knows of cells below, cells that failed and cells the notebook locks
     notebook: tuple[NotebookCell, ...] | None = None
+    #: runs of an accepted fix that the frontend or a driver makes (cell id, or the source where a
+    #: cell has none) -> the policy they run under (nbrefine.sandbox.live); taken when they start
+    confined_runs: dict[str, TrialPolicy] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def spend(self, usage: Usage) -> None:
@@ -122,3 +128,19 @@ def apply_policy_line(
 ) -> TeachingPolicy:
     """``%refine policy ARGS`` on the kernel's gate (see :meth:`PolicyGate.apply_line`)."""
     return (gate or kernel_gate()).apply_line(line, source=source)
+
+
+def expect_confined_runs(keys: list[str], policy: TrialPolicy) -> None:
+    """The next runs of these cells (ids, or sources) are an accepted fix's: confine them."""
+    runs = current().confined_runs
+    runs.clear()  # a newer Accept replaces what an older one left unrun
+    runs.update(dict.fromkeys(keys, policy))
+
+
+def take_confined_run(cell_id: str | None, source: str) -> TrialPolicy | None:
+    """The policy of a run that starts now, if it is one of an accepted fix's (it is taken)."""
+    runs = current().confined_runs
+    for key in (cell_id, source, source.strip()):
+        if key and key in runs:
+            return runs.pop(key)
+    return None

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._errors import RefineStop, SandboxError
 from ..engine import RefineSession, TeachingPolicy, kernel_gate, last_session
 from ..grounding.redaction import Redactor
+from ..engine.state import take_confined_run
 from ..sandbox import Snapshot
+from ..sandbox.live import arm, disarm, is_armed
 
 if TYPE_CHECKING:
     from ..sandbox import SandboxOptions
@@ -91,9 +93,19 @@ class AutoMode:
         # for the history and for finding the cell a failure is caused in
         self.runs: dict[int, tuple[str | None, float, bool]] = {}
         self.ip.events.register("post_run_cell", self.record)
+        self.ip.events.register("pre_run_cell", self.confine)
+
+    def confine(self, info: Any) -> None:
+        """A cell the frontend (or nbrefine fix) runs for an accepted fix keeps its trial's
+        capabilities while it runs (nbrefine.sandbox.live)."""
+        policy = take_confined_run(getattr(info, "cell_id", None), getattr(info, "raw_cell", "") or "")
+        if policy is not None:
+            arm(policy)
 
     def record(self, result: Any) -> None:
         info = result.info
+        if info is not None and info.store_history and is_armed():
+            disarm()  # the confined run is over
         if info is not None and info.store_history:  # not %%refine's inner run, nor Accept's
             failed = not bool(getattr(result, "success", True))
             self.runs[result.execution_count] = (info.cell_id, time.time(), failed)
@@ -109,6 +121,7 @@ class AutoMode:
         """Remove every callback (unloading the extension)."""
         self.set_mode("off")
         self.ip.events.unregister("post_run_cell", self.record)
+        self.ip.events.unregister("pre_run_cell", self.confine)
 
     # ------------------------------------------------------------------ switching
 
