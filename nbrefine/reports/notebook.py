@@ -10,6 +10,7 @@ helpers) and the standard library.
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any
 
@@ -187,9 +188,20 @@ def _cell_sections(run: RunResult) -> list[str]:
                 f"### Cell {cell.number}: {cell.error_type}, fixed at attempt {len(cell.attempts)}",
                 "",
             ]
+            if cell.cause:
+                out += [f"Where the cause is: {cell.cause}", ""]
+            out += [
+                f"- moved cell `{m['id']}` above cell `{m['above']}` and ran it first" for m in cell.moved
+            ]
+            out += [f"- changed {c['label']}" for c in cell.changed_cells if c["id"] != cell.cell_id]
+            if cell.moved or cell.changed_cells:
+                out.append("")
+            if cell.accept_note:
+                out += [f"Accept: {cell.accept_note}.", ""]
             if cell.explanation:
                 out += [cell.explanation, ""]
-            out += ["```diff", cell.diff, "```"]
+            if cell.diff:
+                out += ["```diff", cell.diff, "```"]
         elif cell.status == "unfixed":
             out += ["", f"### Cell {cell.number}: still failing", ""]
             out.append(
@@ -202,6 +214,12 @@ def _cell_sections(run: RunResult) -> list[str]:
                 out.append(str(cell.hint["text"] or ""))
             elif cell.reason:
                 out += ["", cell.reason]
+            if cell.proposal and cell.proposed_source is not None:
+                proposed = difflib.unified_diff(
+                    cell.original_source.splitlines(), cell.proposed_source.splitlines(), lineterm=""
+                )
+                out += ["", "The proposal (not applied; `--apply-proposals` applies such fixes):", ""]
+                out += ["```diff", *list(proposed)[2:], "```"]
     return out
 
 
