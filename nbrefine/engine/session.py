@@ -26,6 +26,7 @@ from ..providers.base import Provider
 from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec
 from ..sandbox.live import confined
 from .accept import AcceptPlan
+from .capabilities import added_capabilities, capabilities_of
 from .cause import Cause
 from .cost import Usage, total
 from .loop import LoopConfig, refine, verifier_for
@@ -156,6 +157,9 @@ class RefineSession:
         self.plan: AcceptPlan | None = None  # what Accept does: the changed and moved cells, the runs
         #: the fix changes what the cell computes and nothing checks the result: a proposal
         self.unchecked = ""
+        #: what the fix adds that its cell did not already do (a process, the network, a write
+        #: outside the working folder, dynamic code...): it runs only on a second choice
+        self.needs_review: tuple[str, ...] = ()
         self.restored: tuple[str, ...] = ()  # names Accept put back as they were before the cell ran
         self.on_accepted: Callable[[], None] | None = None  # the adapter's: the failed cell is fixed now
         #: Accept's first step (undo the failed run's rebinds), kept when :attr:`prepare` is not
@@ -232,6 +236,7 @@ class RefineSession:
             job.on_finish(self)
         if result.status == "fixed" and result.fixed_code is not None:
             self.unchecked = unchecked_change(job.task, job.repair, result.fixed_code)
+            self.needs_review = added_uses(job.task, job.repair, result.fixed_code)
             if job.prefetch is not None:
                 job.prefetch(self._live_fingerprints)
 
@@ -364,7 +369,7 @@ class RefineSession:
     def verified(self) -> bool:
         """The fix passed its trial without changing the checks (see :mod:`nbrefine.engine.verify`),
         and something checks the result it changes (else it is a proposal: :attr:`unchecked`)."""
-        return self.status == "fixed" and not self.unchecked
+        return self.status == "fixed" and not self.unchecked and not self.needs_review
 
     @property
     def unverified_reason(self) -> str:
@@ -474,13 +479,10 @@ class RefineSession:
         base = job.config.trial_policy if job is not None else TrialPolicy()
         originals = [self.original_code]
         if self.plan is not None:
-            originals += [cell.source for cell, _ in self.plan.runs] + [c.cell.source for c in self.plan.changes]
-        try:  # TEMPORARY until engine/capabilities.py lands (being written): then a plain import
-            from .capabilities import capabilities_of
-        except ImportError:
-            did: frozenset[str] = frozenset()
-        else:
-            did = frozenset().union(*(capabilities_of(code) for code in originals))
+            originals += [cell.source for cell, _ in self.plan.runs] + [
+                c.cell.source for c in self.plan.changes
+            ]
+        did = frozenset[str]().union(*(capabilities_of(code) for code in originals))
         return replace(
             base,
             allow_network=base.allow_network or "network" in did,
@@ -511,6 +513,10 @@ class RefineSession:
             return self._applied(self._applier(fixed))
 
     def _why_not_apply(self, fixed: str) -> str:
+        if self.status == "fixed" and self.needs_review:
+            return (
+                f"the fix needs review: it adds what its cell did not do ({'; '.join(self.needs_review[:3])})"
+            )
         if self.status == "fixed" and self.unchecked:
             return f"the fix runs, but nothing checks the result ({self.unchecked})"
         if not self.verified:
@@ -583,7 +589,15 @@ class RefineSession:
         """What the session amounts to, in one line, decision first ("verified fix ready")."""
         tries = count_tries(len(self.tries))
         pending = self.decision == "pending"
-        if self.status == "fixed" and self.unchecked:
+        if self.status == "fixed" and self.needs_review:
+            text = (
+                f"needs review — it adds what the cell did not do ({tries})"
+                if pending
+                else "applied anyway — it added what the cell did not do"
+                if self.decision == "accepted"
+                else "fix rejected — nothing was changed"
+            )
+        elif self.status == "fixed" and self.unchecked:
             text = (
                 f"a proposal — it runs, but nothing checks the result ({tries})"
                 if pending
@@ -641,6 +655,8 @@ class RefineSession:
                 parts.extend(self._plan_lines(color))
             else:
                 parts.append(self.diff(color=color))
+            if self.needs_review:
+                parts.append("Needs review before it runs: it " + "; it ".join(self.needs_review) + ".")
             if self.unchecked:
                 parts.append(f"It runs, but nothing checks the result: {self.unchecked}.")
             parts.extend(self._next_step())
@@ -676,7 +692,7 @@ class RefineSession:
         lines = []
         if self.accept_refused:
             lines.append(f"Accept did not apply it: {self.accept_refused}.")
-        if self.unchecked:
+        if self.unchecked or self.needs_review:
             lines.append("%refine accept --anyway applies it all the same, or %refine reject.")
         elif not self.verified:
             lines.append(
@@ -717,6 +733,20 @@ def unchecked_change(task: RepairTask, repair: CellsRepair | None, code: str) ->
         if verdict.unchecked:
             return verdict.what or "it changes what the cell computes"
     return ""
+
+
+def added_uses(task: RepairTask, repair: CellsRepair | None, code: str) -> tuple[str, ...]:
+    """What a passed candidate adds that the cells it changes did not already do, each named with
+    its line ("starts a process: subprocess.run (line 3)"), before anything of it runs for real."""
+    changes = repair.changes_of(code) if repair is not None else {"": code}
+    originals = {c.key: c for c in task.cells}
+    found: list[str] = []
+    for key, new in changes.items():
+        cell = originals.get(key)
+        old = cell.source if cell is not None else task.code
+        where = f" in {cell.label}" if cell is not None and repair is not None else ""
+        found += [use.describe() + where for use in added_capabilities(old, new)]
+    return tuple(dict.fromkeys(found))
 
 
 def _known_names(task: RepairTask) -> set[str]:

@@ -9,7 +9,8 @@ student could too, which is why the teaching lock is no security boundary: see
 adapters use (``kernel_gate()``, ``cached(provider)``, ``apply_policy_line(...)``...).
 
 May import: the standard library, :mod:`nbrefine.grounding`, :mod:`nbrefine.sandbox`,
-:mod:`nbrefine.providers` and the engine's cost and teaching modules (not the session module: it imports this one; a session is held as a :class:`Releasable`).
+:mod:`nbrefine.providers` and the engine's cost and teaching modules (not the session module: it
+imports this one; a session is held as a :class:`Releasable`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any, Protocol
 
 from ..grounding.history import NotebookCell
 from ..providers.base import Provider
-from ..sandbox import TrialPolicy
 from ..providers.cache import CachingProvider, ResponseStore
+from ..sandbox import TrialPolicy
 from .cost import Usage
 from .teaching.hints import HintLedger
 from .teaching.policy import PolicyGate, TeachingPolicy
@@ -35,12 +36,12 @@ __all__ = [
     "cached",
     "current",
     "expect_confined_runs",
-    "take_confined_run",
     "install_notebook_policy",
     "kernel_gate",
     "kernel_ledger",
     "kernel_usage",
     "reset",
+    "take_confined_run",
 ]
 
 

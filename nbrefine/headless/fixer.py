@@ -412,6 +412,9 @@ class Fixer:
             return
         if session["cause"] is not None and session["cause"]["kind"] not in ("here",):
             result.cause = session["cause"]["sentence"]
+        if session["status"] == "fixed" and session["needs_review"]:
+            self._propose(result, cell, run, session, as_is, review=True)
+            return
         if session["status"] == "fixed" and session["unchecked"] and not self.opts.apply_proposals:
             self._propose(result, cell, run, session, as_is)
             return
@@ -428,19 +431,32 @@ class Fixer:
         self._accept(kernel, result, cell, run, session, as_is)
 
     def _propose(
-        self, result: CellResult, cell: Any, run: Execution, session: SessionJSON, as_is: bool
+        self,
+        result: CellResult,
+        cell: Any,
+        run: Execution,
+        session: SessionJSON,
+        as_is: bool,
+        review: bool = False,
     ) -> None:
-        """A fix that runs but that nothing checks: reported, kept in the notebook's metadata, not
-        applied (``--apply-proposals`` applies it)."""
+        """A fix that runs but that nothing checks (``--apply-proposals`` applies it), or one that
+        adds what its cell did not do (``review``: never applied here; a person decides): reported,
+        kept in the notebook's metadata, not run."""
         cell.outputs = coalesce(run.outputs if as_is else until_first_error(run.outputs))
-        result.proposal = session["unchecked"]
         result.proposed_source = session["fixed_code"]
-        result.reason = (
-            f"a proposal, not applied: it runs, but nothing checks the result ({session['unchecked']})"
-        )
+        if review:
+            adds = "; ".join(session["needs_review"][:3])
+            result.proposal = f"needs review: it {adds}"
+            result.reason = f"needs review, not applied: the fix adds what the cell did not do ({adds})"
+        else:
+            result.proposal = session["unchecked"]
+            result.reason = (
+                f"a proposal, not applied: it runs, but nothing checks the result ({session['unchecked']})"
+            )
         cell.metadata["nbrefine"] = {
             "proposal": session["fixed_code"],
             "unchecked": session["unchecked"],
+            "needs_review": session["needs_review"],
             "error_type": result.error_type,
             "version": __version__,
         }

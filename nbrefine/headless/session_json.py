@@ -102,6 +102,7 @@ class SessionJSON(TypedDict):
     teaching: TeachingJSON | None
     cause: dict[str, Any] | None  # {"kind", "sentence", "cells": [cell ids]}; None: not found yet
     unchecked: str  # the fix runs, but nothing checks what it changes: a proposal ("" : not so)
+    needs_review: list[str]  # what the fix adds that its cell did not do: never applied by itself
     plan: PlanJSON | None
     live_check: str  # what Accept found about the live state (and put back), "" : nothing
 
@@ -128,6 +129,7 @@ def session_json(s: RefineSession) -> SessionJSON:
         "teaching": None if s.teaching is None else _teaching(s.teaching),
         "cause": None if s.cause is None else _cause(s.cause),
         "unchecked": s.unchecked,
+        "needs_review": list(s.needs_review),
         "plan": None if s.plan is None else _plan(s.plan),
         "live_check": s.live_check,
     }

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RefineStop, SandboxError
 from ..engine import RefineSession, TeachingPolicy, kernel_gate, last_session
-from ..grounding.redaction import Redactor
 from ..engine.state import take_confined_run
+from ..grounding.redaction import Redactor
 from ..sandbox import Snapshot
 from ..sandbox.live import arm, disarm, is_armed
 

@@ -59,16 +59,61 @@ class LiveRefusal(PolicyRefusal):
 class _Live:
     hook: Hook | None = None
     kernel_threads: frozenset[int] = field(default_factory=frozenset)
+    allow_dotfiles: bool = False
     installed: bool = False
 
 
 _LIVE = _Live()
 
 
+_WRITE_MODES = set("wax+")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_PATH_EVENTS = (
+    "os.remove",
+    "os.rename",
+    "os.replace",
+    "os.truncate",
+    "os.chmod",
+    "os.symlink",
+    "shutil.rmtree",
+)
+
+
+def _home_dotfile(path: object) -> bool:
+    """A dotfile or dot-folder of the user's home (``~/.bashrc``, ``~/.ssh/...``), wherever home is;
+    ``~/.cache`` is not one (libraries keep caches there)."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        return False
+    home = os.path.realpath(os.path.expanduser("~"))
+    real = os.path.realpath(path)
+    if not real.startswith(home.rstrip(os.sep) + os.sep):
+        return False
+    first = real[len(home) :].lstrip(os.sep).split(os.sep, 1)[0]
+    return first.startswith(".") and first != ".cache"
+
+
+def _writes_a_dotfile(event: str, args: tuple[Any, ...]) -> str:
+    """The dotfile a write event touches ("" : none)."""
+    if event == "open":
+        path, mode, flags = (*args, None, None, None)[:3]
+        writing = (isinstance(mode, str) and bool(_WRITE_MODES & set(mode))) or (
+            isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+        )
+        return str(path) if writing and _home_dotfile(path) else ""
+    if event in _PATH_EVENTS:
+        return next((str(p) for p in args[:2] if _home_dotfile(p)), "")
+    return ""
+
+
 def _dispatch(event: str, args: tuple[Any, ...]) -> None:
     hook = _LIVE.hook
     if hook is None or threading.get_ident() in _LIVE.kernel_threads:
         return
+    dotfile = _writes_a_dotfile(event, args) if not _LIVE.allow_dotfiles else ""
+    if dotfile:
+        raise LiveRefusal(f"write to {dotfile}, a file of your home folder's settings")
     try:
         hook(event, args)
     except LiveRefusal:
@@ -88,6 +133,7 @@ def arm(policy: TrialPolicy, workdir: str | None = None) -> None:
         _LIVE.installed = True
     me = threading.get_ident()
     _LIVE.kernel_threads = frozenset(t.ident for t in threading.enumerate() if t.ident and t.ident != me)
+    _LIVE.allow_dotfiles = policy.allow_writes  # --allow-writes, or a cell that wrote there itself
     _LIVE.hook = make_audit_hook(policy, workdir or os.getcwd(), _writable())
 
 
