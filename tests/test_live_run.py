@@ -26,7 +26,7 @@ from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(240)
 
-SETUP = ADVERSARIAL_SETUP + "\nprices = [1, 2, 3]"
+SETUP = ADVERSARIAL_SETUP + "\nimport os\nprices = [1, 2, 3]"
 
 #: A correct fix (``pricez`` → ``prices``) that does harm only where it is not in a trial.
 SANDBOX_AWARE = """\
@@ -104,8 +104,8 @@ def test_a_sandbox_aware_fix_needs_review_and_its_live_run_keeps_the_trials_capa
     assert kernel.value("total") == 6  # what ran before the refusal ran
     reply = kernel.ok("1 + 1", timeout=1.0)  # the kernel goes on, unconfined
     assert "2" in reply["text"]
-    kernel.ok("open('after.txt', 'w').write('ok')")  # the user's own cells are not confined
-    assert kernel.value("open('after.txt').read()") == "ok"
+    kernel.ok("open(os.path.expanduser('~/.after'), 'w').write('ok')")  # the user's own cells: not confined
+    assert (home / ".after").read_text() == "ok"
 
 
 def test_what_the_user_allowed_stays_allowed_in_the_live_run(kernel: RealKernel, fake: FakeAnthropic) -> None:
