@@ -502,3 +502,179 @@ def test_write_cell_speaks_the_extensions_protocol(monkeypatch):
     opened.reply({"request_id": data["request_id"], "ok": True, "runs": True})
     opened.close()
     assert answers == [WriteResult(True, runs=True)]
+
+
+# --------------------------------------------------------------------------- fixes that span cells
+
+TO_CENTS = "def to_cents(euros):\n    return int(euros * 10)"
+TOTAL = "def total_cents(prices):\n    return sum(to_cents(p) for p in prices[1:])"
+TWO_CHECKS = "assert to_cents(2.5) == 250 and total_cents([1.0, 2.5]) == 350"
+TWO_FIXES = (
+    "`to_cents` multiplies by 10, not 100, and `total_cents` skips the first price.\n\n"
+    f"### In [1] (cell 'to-cents')\n```python\n{TO_CENTS.replace('* 10', '* 100')}\n```\n\n"
+    f"### In [2] (cell 'total')\n```python\n{TOTAL.replace('prices[1:]', 'prices')}\n```\n"
+)
+
+
+class FakeCellsFrontend:
+    """Stands in for writeback.write_cells: records the request, answers like the extension."""
+
+    def __init__(self, answer):
+        self.answer, self.requests = answer, []
+
+    def __call__(self, edits, on_result, *, moves=(), run=(), fixed_output=None, execute_request=None, **_kw):
+        self.requests.append(
+            {
+                "edits": list(edits),
+                "moves": list(moves),
+                "run": list(run),
+                "fixed_output": fixed_output,
+                "execute_request": execute_request,
+            }
+        )
+        on_result(self.answer)
+
+
+def fresh_history(shell) -> None:
+    """The shell is shared by the tests and keeps its history: a cross-cell repair would read the
+    cells earlier tests ran (as cells that use the function, to run again as checks)."""
+    shell.history_manager.reset(new_session=True)
+    shell.execution_count = 1  # the history's numbers are the execution counts
+
+
+def run_as_notebook(shell, monkeypatch, cell_id: str, source: str) -> None:
+    """Run ``source`` as the notebook cell ``cell_id`` (the kernel reads the id and the request
+    from the parent header, as ipykernel sets it)."""
+    header = {
+        "header": {"msg_id": f"msg-{cell_id}"},
+        "metadata": {"cellId": cell_id},
+        "content": {"code": source},
+    }
+    monkeypatch.setattr(shell, "parent_header", header, raising=False)
+    shell.run_cell(source, store_history=True, cell_id=cell_id)
+
+
+def two_cell_session(shell, monkeypatch, answer, *, ids: bool = True):
+    from nbrefine.engine import current
+    from nbrefine.grounding.history import NotebookCell
+    from nbrefine.ipython import panel as widget
+    from nbrefine.ipython.writeback import WriteResult
+
+    fresh_history(shell)
+    provider = ScriptedProvider([TWO_FIXES])
+    nbrefine.register_provider("widget-cells", lambda settings: provider)
+    checks = f"%%refine --provider widget-cells --max-attempts 1\n{TWO_CHECKS}"
+    if ids:  # the extension told the kernel the cells (watch_cells); the function cell has a %%refine line
+        monkeypatch.setattr(
+            current(),
+            "notebook",
+            (
+                NotebookCell("to-cents", f"%%refine\n{TO_CENTS}"),
+                NotebookCell("total", TOTAL),
+                NotebookCell("checks", checks),
+            ),
+        )
+        run_as_notebook(shell, monkeypatch, "to-cents", f"%%refine\n{TO_CENTS}")
+        run_as_notebook(shell, monkeypatch, "total", TOTAL)
+        run_as_notebook(shell, monkeypatch, "checks", checks)
+    else:
+        shell.run_cell(TO_CENTS, store_history=True)
+        shell.run_cell(TOTAL, store_history=True)
+        with pytest.raises(nbrefine.NbrefineError):
+            shell.run_cell_magic("refine", "--provider widget-cells --max-attempts 1", TWO_CHECKS)
+    session = nbrefine.last_session()
+    assert session.status == "fixed" and session.verified, session.render_text()
+    frontend = FakeCellsFrontend(WriteResult(*answer) if isinstance(answer, tuple) else answer)
+    monkeypatch.setattr(widget, "write_cells", frontend)
+    monkeypatch.setattr(widget, "write_cell", FakeFrontend(WriteResult(False, "not this path")))
+    return session, frontend
+
+
+def test_a_fix_of_two_cells_is_one_write_cells_request_and_nothing_runs_here(shell, monkeypatch):
+    from nbrefine.ipython.writeback import WriteResult
+
+    session, frontend = two_cell_session(shell, monkeypatch, WriteResult(True, runs=True))
+    panel = ReviewPanel(session)
+    shown_text = visible_text(panel)
+    assert "In [1] (cell 'to-cents') · defines to_cents" in shown_text
+    assert "In [2] (cell 'total') · defines total_cents" in shown_text
+    assert "check 1: In [3] (cell 'checks'), the failing cell" in shown_text
+    assert "then runs: In [1] (cell 'to-cents'), then In [2] (cell 'total'), then In [3]" in shown_text
+    panel.accept_button.click()
+    (request,) = frontend.requests
+    assert [e["cell_id"] for e in request["edits"]] == ["to-cents", "total"]
+    first, second = request["edits"]
+    # the %%refine line the notebook cell has stays above the fix; expected: the cell as it is now
+    assert first["expected_source"] == f"%%refine\n{TO_CENTS}"
+    assert first["source"] == f"%%refine\n{TO_CENTS.replace('* 10', '* 100')}"
+    assert (second["expected_source"], second["source"]) == (TOTAL, TOTAL.replace("prices[1:]", "prices"))
+    assert first["metadata"]["nbrefine"]["original_source"] == f"%%refine\n{TO_CENTS}"
+    assert second["metadata"]["nbrefine"]["original_source"] == TOTAL
+    assert second["metadata"]["nbrefine"]["verified"] is True
+    assert request["moves"] == [] and request["run"] == ["to-cents", "total", "checks"]
+    assert request["execute_request"] == "msg-checks"
+    assert request["fixed_output"]["data"]["text/plain"] == "✔ Fixed by nbrefine — 1 try · 2 cells"
+    assert shell.user_ns["to_cents"](2.5) == 25  # nothing ran here: the frontend runs the cells
+    assert session.decision == "accepted" and session.accept_ok is None
+    assert "the fix is in the notebook (2 cells changed) and the cells run in order" in text_of(
+        panel.status.value
+    )
+    assert "Fixed by nbrefine" in text_of(panel.summary.value)
+
+
+def test_a_fix_of_two_cells_runs_here_in_order_when_no_extension_answers(shell, monkeypatch):
+    from nbrefine.ipython.writeback import WriteResult
+
+    session, frontend = two_cell_session(
+        shell, monkeypatch, WriteResult(False, "no nbrefine extension answered", via_extension=False)
+    )
+    panel = ReviewPanel(session)
+    panel.accept_button.click()
+    assert frontend.requests[0]["run"] == ["to-cents", "total", "checks"]
+    assert shell.user_ns["total_cents"]([1.0, 2.5]) == 350  # both fixed cells ran here
+    assert session.accept_ok is True
+    assert shown(panel.copy_box)
+    assert "# In [1] (cell 'to-cents') · defines to_cents\ndef to_cents" in panel.copy_box.value
+    assert "in order" in text_of(panel.status.value) and "no nbrefine extension" in text_of(
+        panel.status.value
+    )
+
+
+def test_a_fix_of_cells_without_ids_runs_here_and_says_why_nothing_was_written(shell, monkeypatch):
+    from nbrefine.ipython.writeback import WriteResult
+
+    session, frontend = two_cell_session(shell, monkeypatch, WriteResult(True, runs=True), ids=False)
+    panel = ReviewPanel(session)
+    panel.accept_button.click()
+    assert frontend.requests == []
+    assert shell.user_ns["to_cents"](2.5) == 250 and session.accept_ok is True
+    said = text_of(panel.status.value)
+    assert "the notebook was not changed: nbrefine does not know which notebook cell In [" in said
+    assert shown(panel.copy_box)
+
+
+def test_a_name_defined_below_moves_that_cell_and_runs_both(shell, monkeypatch):
+    from nbrefine.engine import current
+    from nbrefine.grounding.history import NotebookCell
+    from nbrefine.ipython import panel as widget
+    from nbrefine.ipython.writeback import WriteResult
+
+    use = "%%refine --max-attempts 1\nprint(rng.random())"
+    define = "import random\nrng = random.Random(0)"
+    notebook = (NotebookCell("use", use), NotebookCell("rng-def", define))
+    fresh_history(shell)
+    monkeypatch.setattr(current(), "notebook", notebook)
+    run_as_notebook(shell, monkeypatch, "use", use)
+    session = nbrefine.last_session()
+    assert session.status == "fixed" and session.cause.kind == "below"
+    frontend = FakeCellsFrontend(WriteResult(True, runs=True))
+    monkeypatch.setattr(widget, "write_cells", frontend)
+    panel = ReviewPanel(session)
+    shown_text = visible_text(panel)
+    assert "Move cell 'rng-def' above In [" in shown_text  # capitalised, the label as it is
+    assert "rng = random.Random(0)" in shown_text  # the code that will run first
+    panel.accept_button.click()
+    (request,) = frontend.requests
+    assert request["edits"] == [] and request["moves"] == [{"cell_id": "rng-def", "above": "use"}]
+    assert request["run"] == ["rng-def", "use"]
+    assert "rng" not in shell.user_ns  # the frontend runs them

@@ -23,6 +23,9 @@
  *     -> {request_id, ok: true}               (every cell it changed is back: source, position, metadata)
  *     -> {request_id, ok: false, reason}      (a cell was changed since; already undone; unknown write)
  *   {action: "ping", request_id?} -> {request_id?, ok: true, version}
+ *   {action: "watch_cells"}       -> the comm stays open; the frontend sends on it, at once and
+ *                                    again before each cell of the notebook runs (when they
+ *                                    changed): {cells: [{id, source, metadata}, ...]} (watch.ts)
  *   anything else                 -> {request_id?, ok: false, reason: "unknown action"}
  *
  * The teaching policy: when a notebook whose metadata has an `nbrefine` object (an
@@ -39,12 +42,13 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import type { ICellModel } from '@jupyterlab/cells';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject, JSONValue } from '@lumino/coreutils';
 import { canRun, handleActions, runFixed, target, trackExecutions } from './apply';
 import { holdsWrite, type IOutcome, locate, undoCells, undoTogether, writeCells } from './cells';
+import { beforeExecution, WATCH_CELLS, watchCells } from './watch';
 
 /** The notebook metadata key of an instructor's teaching policy. */
 export const POLICY_KEY = 'nbrefine';
@@ -296,6 +300,10 @@ function onCommOpen(
   msg: KernelMessage.ICommOpenMsg
 ): void {
   const data = (msg.content.data ?? {}) as JSONObject;
+  if (data['action'] === WATCH_CELLS) {
+    watchCells(panel, kernel, comm); // kept open: no answer, no close
+    return;
+  }
   const requestId = data['request_id'];
   let outcome: IOutcome | undefined;
   try {
@@ -328,7 +336,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description:
     "Writes nbrefine's accepted fixes into the notebook cell that failed (comm target 'nbrefine'), " +
-    "and applies a notebook's metadata teaching policy in its kernel.",
+    "tells the kernel the notebook's cells, and applies a notebook's metadata teaching policy in its kernel.",
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
@@ -359,6 +367,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     tracker.forEach(watch);
     tracker.widgetAdded.connect((_, panel) => watch(panel));
+    // Emitted just before the execute request goes out: the kernel gets the cells first.
+    NotebookActions.executionScheduled.connect((_, { notebook }) =>
+      beforeExecution(tracker.find(p => p.content === notebook))
+    );
     console.log(
       `nbrefine-labextension ${VERSION} is activated (${app.name}); comm target '${COMM_TARGET}'`
     );

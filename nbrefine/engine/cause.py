@@ -90,7 +90,13 @@ class Cause:
         if self.kind == "raised_in" and self.target is not None:
             return self.target.note()
         if self.kind == "checked":
-            return f"The failed check uses {names}, which {labels} defines: the fix belongs in that cell" + (
+            several = len(self.causes) > 1
+            where = (
+                "define: the fix belongs in those cells"
+                if several
+                else "defines: the fix belongs in that cell"
+            )
+            return f"The failed check uses {names}, which {labels} {where}" + (
                 "; the failing cell holds checks and must not change." if self.failing.readonly else "."
             )
         if self.kind == "cascade":

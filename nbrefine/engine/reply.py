@@ -170,7 +170,14 @@ def _prose(text: str, spans: list[tuple[int, int]]) -> str:
     cut = _OPENING.search(tail)
     pieces.append(tail[: cut.start()] if cut else tail)
     prose = re.sub(r"[ \t]+\n", "\n", "\n".join(pieces))
+    prose = _LABEL_LINE.sub("", prose)  # a block's label (``### In [1] (cell 'a')``) without its block
     return re.sub(r"\n{3,}", "\n\n", prose).strip()[:2000]
+
+
+#: A line that is only a heading or a bold label naming a cell, as models put above each block.
+_LABEL_LINE = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]+|\*\*)?(?:In[ \t]*\[\d+\]|[Cc]ell)[^\n]{0,80}?(?:\*\*)?:?[ \t]*$\n?", re.M
+)
 
 
 def _mentioned(text: str, cells: Sequence[CellRef]) -> list[CellRef]:

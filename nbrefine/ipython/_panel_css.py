@@ -138,6 +138,11 @@ _CSS = """
   margin: 4px 0; }
 .nbr-panel .nbr-hint h4 { margin: 0 0 4px; font-size: var(--jp-ui-font-size1, 13px); }
 .nbr-panel .nbr-note { color: var(--nbr-muted); font-style: italic; }
+/* A fix that spans cells: each changed cell's label above its diff, a move as a step. */
+.nbr-panel .nbr-cell-label { font-weight: 600; margin: 8px 0 2px; overflow-wrap: anywhere; }
+.nbr-panel .nbr-plan > .nbr-cell-label:first-child { margin-top: 0; }
+.nbr-panel .nbr-step { font-weight: 600; margin: 2px 0 4px; overflow-wrap: anywhere; }
+.nbr-panel .nbr-plan > .nbr-note { margin-top: 6px; }
 .nbr-panel .nbr-frames { margin: 0; padding-left: 1.2em; }
 .nbr-panel textarea { font-family: var(--jp-code-font-family, monospace); }
 /* The line that replaces the panel once the fixed cell ran (the extension adds it). */

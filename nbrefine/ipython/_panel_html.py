@@ -42,8 +42,10 @@ __all__ = [
     "headline_html",
     "hints_html",
     "markdown_html",
+    "plan_diff_html",
     "progress_html",
     "side_by_side_html",
+    "spans_several",
     "teaching_headline_html",
     "verdict_html",
     "where_html",
@@ -141,14 +143,19 @@ def _inline(text: str) -> str:
     return "".join(out)
 
 
+_HEADING = re.compile(r"^#{1,6}\s+(\S.*?)\s*#*$")
+
+
 def markdown_html(text: str) -> str:
     """The small Markdown models write in explanations (paragraphs, lists, code spans and fenced
-    code, bold, italics) as HTML; everything else stays text, escaped."""
+    code, bold, italics, headings) as HTML; everything else stays text, escaped. A heading with
+    nothing under it (the label of a code block that is shown elsewhere) is left out."""
     blocks: list[str] = []
     lines = text.strip().splitlines()
     index = 0
     paragraph: list[str] = []
     items: list[str] = []
+    heading: list[str] = []  # the latest heading, until something comes under it
 
     def flush() -> None:
         if paragraph:
@@ -158,9 +165,21 @@ def markdown_html(text: str) -> str:
             blocks.append("<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + "</ul>")
             items.clear()
 
+    def under_heading() -> None:
+        if heading:
+            blocks.append(f'<p class="nbr-md-h"><b>{_inline(heading.pop())}</b></p>')
+
     while index < len(lines):
         line = lines[index]
         stripped = line.strip()
+        title = _HEADING.match(stripped)
+        if title:
+            flush()
+            heading[:] = [title.group(1)]
+            index += 1
+            continue
+        if stripped:
+            under_heading()
         if stripped.startswith("```"):
             flush()
             code = []
@@ -240,6 +259,8 @@ def _headline_parts(session: RefineSession) -> tuple[str, str, str]:
 
 def _offer_parts(session: RefineSession, failure: str, tries: str) -> tuple[str, str, str]:
     """A fix (or an unverified proposal) waiting for the user's decision."""
+    if session.needs_review:
+        return "⚠", "Needs review — the fix adds what the cell did not do", f"For {failure} · {tries}"
     if session.unchecked:
         return "⚠", "A proposal — it runs, but nothing checks the result", f"For {failure} · {tries}"
     if session.status == "changes_checks":
@@ -285,6 +306,14 @@ def _how_to_fix(message: str) -> str:
 def verdict_html(session: RefineSession) -> str:
     """Why this fix is not applied by Accept, or what Accept found before it applied it."""
     cause = _cause_html(session)
+    if session.fixed_code is not None and session.needs_review and session.decision == "pending":
+        adds = "".join(f"<li>it {html.escape(what)}</li>" for what in session.needs_review)
+        return cause + (
+            '<div class="nbr-verdict">Before it runs, review what the fix adds, which the cell did not do: '
+            f'<ul class="nbr-list">{adds}</ul>It passed its trial in the sandbox, but code can behave '
+            "differently outside it. <b>Apply anyway</b> runs it in your kernel, where what its trial "
+            "refused stays refused.</div>"
+        )
     if session.fixed_code is not None and session.unchecked and session.decision == "pending":
         what = html.escape(session.unchecked)
         return cause + (
@@ -301,16 +330,75 @@ def _cause_html(session: RefineSession) -> str:
     cause = session.cause
     if cause is None or cause.kind in ("here", "cascade"):
         return ""
-    return f'<div class="nbr-note">Where the cause is: {html.escape(cause.sentence())}</div>'
+    note = f'<div class="nbr-note">Where the cause is: {_inline(cause.sentence())}</div>'
+    return note + _checks_html(session)
 
 
-def plan_diff_html(plan: AcceptPlan, render: Callable[[str, str], str]) -> str:
-    """A fix that spans cells: the moves, then one labelled diff per changed cell."""
-    parts = [f'<div class="nbr-note">{html.escape(move.label.capitalize())}.</div>' for move in plan.moves]
+def spans_several(session: RefineSession) -> bool:
+    """The fix is more than one cell's new source: several cells change, or one moves (a fix of
+    one other cell alone is written into that cell like a fix of the failing cell)."""
+    plan = session.plan
+    return plan is not None and plan.spans_cells and (len(plan.changes) != 1 or bool(plan.moves))
+
+
+def _checks_html(session: RefineSession) -> str:
+    """A verified fix that spans cells: what its trial checked, numbered as the trial ran it (the
+    failing cell is check 1, then the ``-t`` checks, then the cells that use what changed)."""
+    plan = session.plan
+    if plan is None or not plan.spans_cells or not session.verified or session.decision == "rejected":
+        return ""
+    roles = [cell for cell, _ in plan.runs]
+    items = [f"{html.escape(plan.failing.label)}, the failing cell"]
+    checks = session.job.task.checks if session.job is not None else ()
+    items += [f"<code>{html.escape(check)}</code>" for check in checks]
+    items += [
+        f"{html.escape(cell.label)}, which uses what the fix changes"
+        for cell in roles
+        if cell.role == "dependent"
+    ]
+    listed = "".join(f"<li>check {n}: {item}</li>" for n, item in enumerate(items, start=1))
+    return (
+        '<div class="nbr-label">what its trial checked</div>'
+        f'<ul class="nbr-list nbr-checks">{listed}</ul>'
+        '<div class="nbr-note">All passed, run in notebook order after the fixed cells.</div>'
+    )
+
+
+def _sentence(text: str) -> str:
+    """``text`` with a capital first letter (``str.capitalize`` would lower "In [3]" and ids)."""
+    return text[:1].upper() + text[1:]
+
+
+#: A diff renderer (:func:`diff_html`, :func:`side_by_side_html`): old, new, the two sides' labels.
+Render = Callable[[str, str, tuple[str, str]], str]
+
+
+def plan_diff_html(plan: AcceptPlan, render: Render, *, ran: bool = False) -> str:
+    """A fix that spans cells: the moves (with the code of the moved cell, unchanged), one
+    labelled diff per changed cell, and the order Accept runs them in (``ran``: ran them in)."""
+    parts = []
+    changed = {change.cell.key for change in plan.changes}
+    for move in plan.moves:
+        step = html.escape(_sentence(move.label))
+        parts.append(f'<div class="nbr-step"><span aria-hidden="true">↥ </span>{step}.</div>')
+        if move.cell.key not in changed:
+            rows = "".join(_row(" ", line) for line in move.cell.source.rstrip().splitlines())
+            parts.append(f'<div class="nbr-cell-label">{html.escape(move.cell.label)} · unchanged</div>')
+            parts.append(f'<div class="nbr-code" tabindex="0">{rows}</div>')
     for change in plan.changes:
-        parts.append(f'<div class="nbr-note"><b>{html.escape(change.label)}</b></div>')
-        parts.append(render(change.cell.source.rstrip(), change.new_source.rstrip()))
-    return "".join(parts)
+        parts.append(f'<div class="nbr-cell-label">{html.escape(change.label)}</div>')
+        parts.append(
+            render(change.cell.source.rstrip(), change.new_source.rstrip(), ("as it ran", "the fix"))
+        )
+    if plan.runs:
+        order = ", then ".join(html.escape(cell.label) for cell, _ in plan.runs)
+        said = (
+            "Ran, in this order"
+            if ran
+            else "Accept makes these changes as one (one undo puts them back), then runs"
+        )
+        parts.append(f'<div class="nbr-note">{said}: {order}.</div>')
+    return f'<div class="nbr-plan">{"".join(parts)}</div>'
 
 
 def _verdict_of_fix(session: RefineSession) -> str:
@@ -443,20 +531,33 @@ def hints_html(shown: list[TeachingResult], teaching: TeachingResult) -> str:
     return "".join(blocks)
 
 
+def _changed_cells(plan: AcceptPlan) -> list[str]:
+    """The keys of the cells a plan writes or moves."""
+    return list(dict.fromkeys([*(m.cell.key for m in plan.moves), *(c.cell.key for c in plan.changes)]))
+
+
 def fixed_output(session: RefineSession) -> FixedOutput:
     """The one line that replaces the panel once the fixed cell ran (the extension puts it above
     the fixed run's outputs): "✔ Fixed by nbrefine — 2 tries · details · undo". Its buttons are
-    handled by the extension; the details (the diff, the attempts, why) unfold in place."""
+    handled by the extension; the details (the diff, the attempts, why) unfold in place. A fix
+    that spans cells puts the same line above each changed cell's outputs ("· 2 cells"), its
+    details the plan's diffs, and undo in any of them puts them all back."""
     tries = count_tries(len(counted_attempts(session.attempts)))
     anyway = " (applied anyway: not verified)" if session.accepted_anyway else ""
-    line = f"Fixed by nbrefine — {tries}{anyway}"
+    plan = session.plan
+    several = plan is not None and spans_several(session)
+    cells = f" · {len(_changed_cells(plan))} cells" if plan is not None and several else ""
+    line = f"Fixed by nbrefine — {tries}{cells}{anyway}"
     offset = session.line_offset
     attempts = "".join(
         f"<li>{html.escape(attempt_mark(a))} attempt {n}: {html.escape(attempt_outcome(a, offset))}</li>"
         for n, a in enumerate(counted_attempts(session.attempts), start=1)
     )
     why = markdown_html(session.explanation) if session.explanation else ""
-    diff = diff_html(session.original_code.rstrip(), session.fixed_code or "")
+    if plan is not None and several:
+        diff = plan_diff_html(plan, diff_html, ran=True)
+    else:
+        diff = diff_html(session.original_code.rstrip(), session.fixed_code or "")
     details = f'{diff}{why}<ul class="nbr-list">{attempts}</ul>'
     buttons = (
         ' · <button type="button" class="nbr-link" data-nbrefine-action="details" aria-expanded="false">'

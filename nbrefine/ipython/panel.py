@@ -13,6 +13,14 @@ kernel and the code is shown to copy. A fix that is not verified where it would 
 that changes the checks, or a fix that fails from the live state) is labelled so, and only the
 second button, "Apply anyway", runs it. Teaching modes keep every hint shown so far.
 
+A fix whose cause is another cell (issue 18) shows the engine's plan: one labelled diff per
+changed cell, the move of a cell defined below, the checks its trial ran. A fix of one other cell
+alone is written like a fix of the failing cell (the failing cell then runs again); a fix of
+several cells, or a move, is one ``write_cells`` request (:func:`.writeback.write_cells`): the
+extension writes and moves them as one change, runs them in order and puts the fixed line above
+each changed cell, whose undo puts them all back. Where a cell has no id or no extension answers,
+the cells run here, in order, and the code is offered to copy.
+
 What the panel says, as HTML, is :mod:`._panel_html` (pure functions of the session); this module
 decides which widget shows what, and when. The markup functions importers use are re-exported.
 
@@ -36,8 +44,10 @@ from ..engine import (
     SessionStateError,
     TeachingResult,
     UnverifiedFixError,
+    current,
     plain_summary,
 )
+from ..engine.accept import AcceptPlan, CellChange
 from ..engine.provenance import FixProvenance, fix_provenance
 from ._panel_css import STYLE
 from ._panel_html import (
@@ -51,11 +61,12 @@ from ._panel_html import (
     plan_diff_html,
     progress_html,
     side_by_side_html,
+    spans_several,
     teaching_headline_html,
     verdict_html,
     where_html,
 )
-from .writeback import RunRequest, WriteResult, write_cell
+from .writeback import CellMove, CellWrite, RunRequest, WriteResult, cell_write, write_cell, write_cells
 
 __all__ = ["ReviewPanel", "diff_html", "fixed_output", "markdown_html", "offer_box", "side_by_side_html"]
 
@@ -263,9 +274,12 @@ class ReviewPanel:
         fixed = session.fixed_code is not None
         trusted = session.verified and not session.accept_refused
         self._set_state(running, pending and fixed)
-        # Where it failed (with the folded traceback's toggle) before the headline: the traceback
-        # folds as the headline appears, not a moment later (widget updates arrive in order).
+        # Where it failed (with the folded traceback's toggle) and the diff before the headline:
+        # the traceback folds as the headline appears, not a moment later, and a panel that says
+        # "ready" shows what is ready (widget updates arrive in order).
         self._render_where()
+        self.view.layout.display = None if fixed else "none"
+        self._render_diff()
         self.summary.value = headline_html(session)
         self.stop_button.layout.display = None if running else "none"
         self.progress.layout.display = None if running else "none"
@@ -290,8 +304,6 @@ class ReviewPanel:
         if session.status == "error":
             self.note.layout.display = "none"
         self.decision_row.layout.display = None if any(shown.values()) else "none"
-        self.view.layout.display = None if fixed else "none"
-        self._render_diff()
         self.hints.layout.display = "none"
         self._render_details()
 
@@ -421,6 +433,9 @@ class ReviewPanel:
         the cell's outputs and execution count become the fixed run's: here only Accept's checks
         and first step happen. Elsewhere the fix runs here and the code is offered to copy."""
         session = self.session
+        if spans_several(session):
+            self._decide_plan(anyway=anyway)
+            return
         target = self._target()
         frontend_runs = target is not None and session.prepare is not None
         with self.output:
@@ -484,6 +499,78 @@ class ReviewPanel:
         cell_id, expected, new_source = target
         write_cell(cell_id, expected, new_source, done, metadata=dict(_provenance(session)), extra=extra)
 
+    def _decide_plan(self, *, anyway: bool) -> None:
+        """Accept (or Apply anyway) of a fix that spans cells (several cells change, or one moves):
+        the engine's checks and Accept's first step here (``accept(elsewhere=True)``: nothing runs
+        yet), then one ``write_cells`` request: the extension writes and moves every cell as one
+        change and runs them in order, so each records the fixed run. Where a cell has no id, or
+        no extension answers, the cells run here, in order, and the code is offered to copy."""
+        session = self.session
+        plan = session.plan
+        assert plan is not None
+        request = _plan_request(session, plan)
+        with self.output:
+            try:
+                ok = session.accept(anyway=anyway, elsewhere=not isinstance(request, str))
+            except UnverifiedFixError as err:
+                self.refresh()
+                self._say(f"Not applied: {err}. Apply anyway runs it all the same.")
+                return
+            except SessionStateError as err:
+                self._say(str(err))
+                return
+        self.refresh()
+        verb = "Applied anyway" if anyway else "Accepted"
+        if isinstance(request, str):  # today's path: the cells ran here, in order; nothing written
+            self._say(f"{verb}: {_ran_cells(ok)}; the notebook was not changed: {request}.")
+            self._offer_copy(_plan_copy(plan), request)
+            return
+        run = session.accept_ok is None  # else the kernel ran them already: only write them
+        if run:
+            self._say(
+                f"{verb}: writing the fix into the notebook ({_cells(plan)}); the cells then run in order…"
+            )
+        else:
+            self._say(f"{verb}: {_ran_cells(ok)}.")
+        self._write_plan(plan, request, run=run)
+
+    def _write_plan(self, plan: AcceptPlan, request: _PlanRequest, *, run: bool) -> None:
+        session = self.session
+        verb = "Applied anyway" if session.accepted_anyway else "Accepted"
+        copy = _plan_copy(plan)
+
+        def done(result: WriteResult) -> None:
+            if result.ok and result.runs:
+                self._say(
+                    f"{verb}: the fix is in the notebook ({_cells(plan)}) and the cells run in order with it "
+                    "(undo in any changed cell puts them all back)."
+                )
+                return
+            with self.output:
+                try:
+                    ran = _ran_cells(session.apply_here()) if run else _ran_cells(bool(session.accept_ok))
+                except SessionStateError as err:
+                    ran = str(err)
+            if result.ok:
+                held = f"({_cells(plan)}; undo in any changed cell puts them all back)"
+                self._say(f"{verb}: {ran}, and the fix is in the notebook {held}.")
+            elif result.via_extension:
+                self._say(f"{verb}: {ran}; the notebook was not changed: {result.reason}.")
+                self._offer_copy(copy, result.reason)
+            else:
+                self._say(f"{verb}: {ran}.")
+                self._offer_copy(copy, result.reason)
+
+        edits, moves, order = request
+        write_cells(
+            edits,
+            done,
+            moves=moves,
+            run=order if run else (),
+            fixed_output=fixed_output(session) if run else None,
+            execute_request=session.request_id,
+        )
+
     def _offer_copy(self, code: str, reason: str) -> None:
         self.copy_box.value = code
         self.copy_box.layout.display = None
@@ -537,10 +624,83 @@ def _same_code(a: str, b: str) -> bool:
     ]
 
 
-def _provenance(session: RefineSession) -> FixProvenance:
-    """The cell's provenance: the same keys ``nbrefine fix`` writes (engine/provenance.py)."""
+#: A ``write_cells`` request for a plan: the edits, the moves, the cells to run in order.
+_PlanRequest = tuple[list[CellWrite], list[CellMove], list[str]]
+
+
+def _plan_request(session: RefineSession, plan: AcceptPlan) -> _PlanRequest | str:
+    """The ``write_cells`` request that carries out ``plan``, or why there can be none (a cell
+    whose notebook id nbrefine does not know: it cannot be found in the notebook)."""
+    named = [
+        *(c.cell for c in plan.changes),
+        *(cell for m in plan.moves for cell in (m.cell, m.above)),
+        *(cell for cell, _ in plan.runs),
+    ]
+    unknown = list(dict.fromkeys(cell.label for cell in named if cell.cell_id is None))
+    if unknown:
+        return f"nbrefine does not know which notebook cell {' and '.join(unknown)} is"
+    edits = []
+    for change in plan.changes:
+        expected, new = _change_sources(session, change)
+        assert change.cell.cell_id is not None
+        provenance = _provenance(session, original_source=expected)
+        edits.append(cell_write(change.cell.cell_id, expected, new, dict(provenance)))
+    moves: list[CellMove] = [
+        {"cell_id": m.cell.cell_id or "", "above": m.above.cell_id or ""} for m in plan.moves
+    ]
+    return edits, moves, [cell.cell_id or "" for cell, _ in plan.runs]
+
+
+def _change_sources(session: RefineSession, change: CellChange) -> tuple[str, str]:
+    """A changed cell's source now (as the kernel knows it) and its new source, a ``%%refine``
+    first line the notebook cell has kept above the fix. The failing cell's is the source it ran
+    with; another cell's, the notebook's as the extension last sent it (``watch_cells``), when its
+    code is the one the repair read; else the repair's own copy."""
+    cell = change.cell
+    if cell.cell_id is not None and cell.cell_id == session.cell_id and session.cell_source is not None:
+        whole: str | None = session.cell_source
+    else:
+        known = current().notebook or ()
+        whole = next((c.source for c in known if c.cell_id == cell.cell_id), None)
+    new = _cell_source_with_fix(whole, cell.source, change.new_source) if whole is not None else None
+    if whole is None or new is None:
+        return cell.source, change.new_source
+    return whole, new
+
+
+def _plan_copy(plan: AcceptPlan) -> str:
+    """A plan as code to copy where no extension writes it: each changed cell under its label,
+    the moves as comments first."""
+    parts = [f"# {m.label}" for m in plan.moves]
+    parts += [f"# {c.label}\n{c.new_source.rstrip()}" for c in plan.changes]
+    return "\n\n".join(parts)
+
+
+def _cells(plan: AcceptPlan) -> str:
+    """What a plan does to the notebook, in a few words: "2 cells changed", "1 cell moved"."""
+    moved = {m.cell.key for m in plan.moves}
+    changed = {c.cell.key for c in plan.changes} - moved
+    parts = [
+        f"{len(s)} cell{'s' if len(s) > 1 else ''} {what}"
+        for s, what in ((moved, "moved"), (changed, "changed"))
+        if s
+    ]
+    return ", ".join(parts)
+
+
+def _ran_cells(ok: bool) -> str:
+    return (
+        "the cells ran in the kernel, in order, with the fix"
+        if ok
+        else "the cells raised when run in the kernel with the fix (see below)"
+    )
+
+
+def _provenance(session: RefineSession, *, original_source: str | None = None) -> FixProvenance:
+    """The cell's provenance: the same keys ``nbrefine fix`` writes (engine/provenance.py);
+    ``original_source``: that of another cell than the session's (a fix that spans cells)."""
     return fix_provenance(
-        original_source=session.cell_source or "",
+        original_source=(session.cell_source or "") if original_source is None else original_source,
         attempts=len(counted_attempts(session.attempts)),
         provider=session.provider,
         model=session.model,

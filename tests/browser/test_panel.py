@@ -292,6 +292,10 @@ def test_a_fix_for_the_cell_that_defines_the_function_reruns_the_failing_cell_to
     lab.page.wait_for_function(
         "([p, i]) => window.__nbr.output(p, i).includes('net is 8.0')", arg=[name, 3], timeout=30_000
     )
+    # The output streams in before the execute reply brings the execution count: wait for both.
+    lab.page.wait_for_function(
+        "([p, i]) => window.__nbr.executionCount(p, i) !== null", arg=[name, 3], timeout=30_000
+    )
     rerun = cell_state(lab, name, 3)
     assert "error" not in [o["output_type"] for o in rerun["outputs"]], rerun  # no stale traceback
     assert rerun["count"] is not None and rerun["count"] > (failed["count"] or 0)
