@@ -236,7 +236,7 @@ class RefineSession:
             job.on_finish(self)
         if result.status == "fixed" and result.fixed_code is not None:
             self.unchecked = unchecked_change(job.task, job.repair, result.fixed_code)
-            self.needs_review = added_uses(job.task, job.repair, result.fixed_code)
+            self.needs_review = added_uses(job.task, job.repair, result.fixed_code, self.line_offset)
             if job.prefetch is not None:
                 job.prefetch(self._live_fingerprints)
 
@@ -735,9 +735,12 @@ def unchecked_change(task: RepairTask, repair: CellsRepair | None, code: str) ->
     return ""
 
 
-def added_uses(task: RepairTask, repair: CellsRepair | None, code: str) -> tuple[str, ...]:
+def added_uses(
+    task: RepairTask, repair: CellsRepair | None, code: str, line_offset: int = 0
+) -> tuple[str, ...]:
     """What a passed candidate adds that the cells it changes did not already do, each named with
-    its line ("starts a process: subprocess.run (line 3)"), before anything of it runs for real."""
+    its line as the user sees it in the failing cell (``line_offset``: its ``%%refine`` line) or in
+    the other cell it names ("starts a process: subprocess.run (line 3)"), before anything runs."""
     changes = repair.changes_of(code) if repair is not None else {"": code}
     originals = {c.key: c for c in task.cells}
     found: list[str] = []
@@ -745,7 +748,10 @@ def added_uses(task: RepairTask, repair: CellsRepair | None, code: str) -> tuple
         cell = originals.get(key)
         old = cell.source if cell is not None else task.code
         where = f" in {cell.label}" if cell is not None and repair is not None else ""
-        found += [use.describe() + where for use in added_capabilities(old, new)]
+        offset = line_offset if cell is None or cell.role == "failing" else 0
+        found += [
+            replace(use, line=use.line + offset).describe() + where for use in added_capabilities(old, new)
+        ]
     return tuple(dict.fromkeys(found))
 
 
