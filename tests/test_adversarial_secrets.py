@@ -1,4 +1,5 @@
-"""Secrets must never reach the model: issue 10, items 4 (second layer), 5 and 6, end to end.
+"""Secrets must never reach the model: issue 10, items 4 (second layer), 5 and 6, and issue 19,
+item 7 (the first prompt's leaks of common token shapes), end to end.
 
 A real ipykernel runs ``%%refine`` against the loopback fake of the Anthropic API
 (tests/fake_anthropic.py), through the real ``anthropic`` SDK. Each test reproduces a leak
@@ -172,6 +173,12 @@ def test_the_first_prompt_carries_no_secret_from_history_values_or_messages(
     }
     aws_secret = secrets.token_urlsafe(40).replace("-", "/").replace("_", "+")[:40]
     aws_id = "AKIA" + secrets.token_hex(8).upper()
+    # Issue 19, item 7: shapes seen leaking into the first prompt with no hostile candidate.
+    shape = {
+        key: f"{key}-{secrets.token_hex(6)}"
+        for key in ("qs", "jdbc", "odbc", "libpq", "pgurl", "log", "envpw", "smtp", "ftp", "tuple")
+    }
+    shape["pypi"] = "pypi-AgEIcHlwaS5vcmc" + secrets.token_urlsafe(60)
     cells = [
         'db_password = "MINIMAL-pw-4242"\nhost = "db.local"',  # item 5: exactly the issue's case
         "def connect(host, port, user, password):\n"
@@ -187,6 +194,19 @@ def test_the_first_prompt_carries_no_secret_from_history_values_or_messages(
         f'aws_conf = "[default]\\naws_access_key_id = {aws_id}\\naws_secret_access_key = {aws_secret}\\n"',
         "def ping(host, port, user, password):\n    return host\n\n"
         f'last = ping("db", 5432, "bob", "{pw["pos"]}")',
+        f'api_url = "https://graph.example.com/v1/me?fields=id&access_token={shape["qs"]}"\n'
+        f'jdbc_url = "jdbc:sqlserver://db.internal:1433;user=bob;password={shape["jdbc"]};encrypt=true"\n'
+        f'odbc = "DRIVER={{ODBC Driver 18}};SERVER=db.internal;UID=bob;Pwd={shape["odbc"]};"\n'
+        f'dsn = "host=db user=bob password={shape["libpq"]} dbname=app"\n'
+        f'pg_url = "postgresql://bob:{shape["pgurl"]}@db.internal/app"',
+        f'log_line = "2024-05-01 ERROR auth: login failed user=bob password={shape["log"]}"\n'
+        "print(log_line)\n"
+        f'upload = "twine upload -u __token__ -p {shape["pypi"]} dist/*"',
+        f'import os\nos.environ["MY_SERVICE_PW"] = "{shape["envpw"]}"',
+        "def send_report(smtp, ftp, user):\n"
+        f'    smtp.login(user, "{shape["smtp"]}")\n'
+        f'    ftp.login("bob", "{shape["ftp"]}")',
+        f'db_args = ("db.internal", 5432, "bob", "{shape["tuple"]}")',
     ]
     for cell in cells:
         kernel.ok(cell)
@@ -194,6 +214,7 @@ def test_the_first_prompt_carries_no_secret_from_history_values_or_messages(
     failing = (
         "print(len(db_password), host, len(smtp_login), users.shape, creds.user, last)\n"
         "urls = [REDIS_URL, PG_URL, MY_URL, aws_conf]\n"
+        "shapes = [api_url, jdbc_url, odbc, dsn, pg_url, log_line, upload, send_report, db_args]\n"
         'conn = connect(host, 5432, "bob", db_password)'
     )
     refine(kernel, failing, attempts=1)
@@ -205,7 +226,17 @@ def test_the_first_prompt_carries_no_secret_from_history_values_or_messages(
     assert "ConnectionError" in text and "login failed for bob: password=" in text, text
     for needle in ("smtp_login", "users", "creds", "REDIS_URL", "aws_conf", "last"):
         assert needle in text
+    # ...and what surrounds each of item 7's shapes (the values section, the history block).
+    for needle in (
+        "access_token=", "jdbc:sqlserver://db.internal:1433;user=bob;password=", "UID=bob;Pwd=",
+        "host=db user=bob password=", "postgresql://bob:", "login failed user=bob password=",
+        "twine upload -u __token__ -p ", 'os.environ["MY_SERVICE_PW"] = ', "smtp.login(user, ",
+        'ftp.login("bob", ', "'db.internal', 5432, 'bob', ",
+    ):  # fmt: skip
+        assert needle in text, (needle, text[:6000])
     problems = []
-    for name, secret in [("db_password", "MINIMAL-pw-4242"), ("aws secret", aws_secret), *pw.items()]:
+    for name, secret in [
+        ("db_password", "MINIMAL-pw-4242"), ("aws secret", aws_secret), *pw.items(), *shape.items()
+    ]:  # fmt: skip
         problems += [f"{name}: {where}" for where in leaked(secret, requests)]
     assert not problems, "\n".join(problems)

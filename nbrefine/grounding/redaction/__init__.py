@@ -1,12 +1,13 @@
 """Secret redaction: nothing secret leaves the kernel in a prompt.
 
 :class:`Redactor` (in :mod:`.redactor`) is the one entry point. Its rules live beside it:
-:mod:`.names` (credential names), :mod:`.rules` (text rules and credential shapes),
+:mod:`.detectors` (what detect-secrets' plugins find), :mod:`.names` (credential names),
+:mod:`.rules` (text rules and credential shapes, for what detect-secrets does not see),
 :mod:`.codesecrets` (secrets found from the structure of code); what replaces a secret is in
 :mod:`nbrefine.grounding.markers`.
 
-May import: the standard library and :mod:`nbrefine.grounding` below it (summaries, markers,
-text, _objects).
+May import: the standard library, ``detect_secrets`` (in :mod:`.detectors` only) and
+:mod:`nbrefine.grounding` below it (summaries, markers, text, _objects).
 """
 
 from ..markers import REDACTED

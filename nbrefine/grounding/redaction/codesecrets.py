@@ -26,10 +26,50 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..markers import _CREDENTIAL_MARKER, _MARKER_RE
-from .names import is_login_name
+from .names import _secret_env_name, is_login_name
 
 _MAX_ITEMS = 256  # literals taken from one container value
 _PAIR_NAME_CHARS = 16  # the first item of a pair shorter than this is taken as a user name
+# The positional parameters of logins whose callee is not known (not defined in the code, not in
+# the namespace): smtplib, imaplib, ftplib and poplib's login methods, requests' and aiohttp's
+# basic auth objects. A login given a single argument is given a token (``login("hf_…")``).
+_LOGIN_NAMES = ("login", "log_in", "logon", "signin", "sign_in", "authenticate")
+_AUTH_CLASSES = ("HTTPBasicAuth", "HTTPDigestAuth", "HTTPProxyAuth", "BasicAuth", "DigestAuth")
+_LOGIN_PARAMS: dict[str, tuple[str, ...]] = {
+    **{name: ("user", "password") for name in (*_LOGIN_NAMES, *_AUTH_CLASSES)},
+    "pass_": ("password",),
+}
+_SETENV_CALLS = frozenset({"setdefault", "putenv", "setenv"})  # (name, value): os.environ.setdefault...
+_HOST_RE = re.compile(r"[a-z0-9][a-z0-9.\-]{0,252}")
+_HOST_NAME_RE = re.compile(r"(?i)host|server|addr|endpoint")  # names of variables holding one
+_USER_NAME_RE = re.compile(r"(?i)user|login|name|uid|account|principal")
+# Ports of the services a notebook logs in to: FTP, SSH, mail, LDAP, databases, brokers, caches.
+_SERVICE_PORTS = frozenset(
+    {21, 22, 23, 25, 110, 143, 389, 465, 587, 636, 993, 995, 1433, 1521, 2181, 3306, 5432, 5439, 5672}
+    | {5984, 6379, 7687, 8080, 8123, 8443, 9000, 9042, 9092, 9200, 11211, 15672, 27017, 50000}
+)
+
+
+def credential_host(host: str, port: int) -> bool:
+    """Whether ``(host, port, ...)`` starts a (host, port, user, password) tuple: a lower-case
+    host name (``db.internal``, ``localhost``, ``10.0.0.5``; ``db`` with a service's port such as
+    5432), not a record such as ``("Alice", 30, "NYC", "engineer")``."""
+    if not (0 < port < 65536 and _HOST_RE.fullmatch(host)):
+        return False
+    return "." in host or host == "localhost" or port in _SERVICE_PORTS
+
+
+def credential_tuple_password(value: object) -> str | None:
+    """The password of a (host, port, user, password, ...) tuple or list, e.g.
+    ``("db.internal", 5432, "bob", "pw")``, or ``None`` if ``value`` is not shaped so."""
+    if type(value) not in (tuple, list) or not 4 <= len(value) <= 8:  # type: ignore[arg-type]
+        return None
+    host, port, user, password = value[:4]  # type: ignore[index]
+    if not (type(host) is str and type(port) is int and type(user) is str and type(password) is str):
+        return None
+    if not (credential_host(host, port) and 0 < len(user) <= 64 and password):
+        return None
+    return password
 
 
 @dataclass(frozen=True)
@@ -213,6 +253,15 @@ def _resolve(func: ast.expr, namespace: Mapping[str, Any]) -> tuple[object, bool
     return obj, bound
 
 
+def _callee_name(func: ast.expr) -> str:
+    """``login`` for ``login(...)``, ``smtp.login(...)`` and ``IMAP4_SSL(host).login(...)``."""
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
 def _name_of(target: ast.expr) -> str | None:
     """The name a value is stored under: ``x``, ``obj.x``, ``d["x"]``."""
     if isinstance(target, ast.Name):
@@ -274,11 +323,12 @@ class _Finder(ast.NodeVisitor):
                     self._bind(sub_target, sub_value)
             return
         name = _name_of(target)
-        if name is not None and self._secret_holder(name, value):
+        env = isinstance(target, ast.Subscript) and _callee_name(target.value) == "environ"
+        if name is not None and self._secret_holder(name, value, env):
             self._take(value)
 
-    def _secret_holder(self, name: str, value: ast.expr | None) -> bool:
-        if self.is_secret(name):
+    def _secret_holder(self, name: str, value: ast.expr | None, env: bool = False) -> bool:
+        if self.is_secret(name) or (env and _secret_env_name(name)):  # env: environ["DB_PASS"]
             return True
         # smtp_login = ("mailer", "pw"): a login holding a pair or list is a credential.
         return isinstance(value, (ast.Tuple, ast.List)) and is_login_name(name)
@@ -323,11 +373,56 @@ class _Finder(ast.NodeVisitor):
                 self._take(value)
         self.generic_visit(node)
 
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        self._credential_items(node.elts)
+        self.generic_visit(node)
+
+    def visit_List(self, node: ast.List) -> None:
+        self._credential_items(node.elts)
+        self.generic_visit(node)
+
+    def _credential_items(self, items: Sequence[ast.expr]) -> None:
+        """(host, port, user, password, ...): the password, when it is a literal."""
+        if not 4 <= len(items) <= 8:
+            return
+        host, port, user, password = items[:4]
+        if not (
+            isinstance(port, ast.Constant)
+            and type(port.value) is int
+            and 0 < port.value < 65536
+            and isinstance(password, ast.Constant)
+            and isinstance(password.value, str)
+        ):
+            return
+        if isinstance(host, ast.Constant):
+            if not (isinstance(host.value, str) and credential_host(host.value, port.value)):
+                return
+        elif _name_of(host) is None or not _HOST_NAME_RE.search(_name_of(host) or ""):
+            return  # `(x, 1, total, "Overful")`: not a host
+        if isinstance(user, ast.Constant):
+            if not (isinstance(user.value, str) and 0 < len(user.value) <= 64):
+                return
+        elif not _USER_NAME_RE.search(_name_of(user) or ""):
+            return  # `print("row", 22, df.shape, "total=")`: not a user
+        self._take(password)
+
     def visit_Call(self, node: ast.Call) -> None:
         for keyword in node.keywords:
             if keyword.arg is not None and self._secret_holder(keyword.arg, keyword.value):
                 self._take(keyword.value)
+        self._credential_items(node.args)
+        callee = _callee_name(node.func)
+        if (
+            callee in _SETENV_CALLS
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and self._secret_holder(node.args[0].value, node.args[1], env=True)
+        ):
+            self._take(node.args[1])
         params = self._params(node.func)
+        if params is None and callee in _LOGIN_PARAMS:
+            params = list(_LOGIN_PARAMS[callee]) if len(node.args) != 1 else ["token"]
         if params:
             for arg, param in zip(node.args, params, strict=False):
                 if isinstance(arg, ast.Starred):

@@ -33,7 +33,7 @@ def _wordset(text: str) -> frozenset[str]:
 # Words that make a name a credential name on their own (compared with word parts).
 _SECRET_WORDS = _wordset(
     """
-    token secret secrets password passwords passwd pwd passphrase passkey credential credentials creds
+    token secret secrets password passwords passwd pwd pw passphrase passkey credential credentials creds
     auth oauth bearer cookie cookies authorization apikey apikeys accesskey secretkey privatekey privkey
     sessionkey authtoken accesstoken refreshtoken clientsecret sessionid
     """
@@ -70,6 +70,9 @@ _WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 # The shell's working directory variables: paths, not passwords, whatever "pwd" means elsewhere.
 _NOT_CREDENTIAL_NAMES = frozenset({"PWD", "OLDPWD"})
+# Ending the name of an environment variable (``DB_PASS``, ``AZURE_SAS``) these words say it holds
+# a secret too; in ordinary names they do not (``pass_rate``, ``first_pass``).
+_ENV_SECRET_WORDS = frozenset({"pass", "sas"})
 
 
 @functools.lru_cache(maxsize=8192)
@@ -88,3 +91,23 @@ def _secret_name(name: str) -> bool:
         if qualifiers is not None and i > 0 and words[i - 1] in qualifiers:
             return True
     return False
+
+
+@functools.lru_cache(maxsize=8192)
+def _secret_env_name(name: str) -> bool:
+    """Whether the name of an environment variable says it holds a secret: every credential
+    name, and also ``DB_PASS``, ``WAREHOUSE_PASS`` (upper case only)."""
+    if _secret_name(name):
+        return True
+    if name in _NOT_CREDENTIAL_NAMES or not name.isupper():
+        return False
+    words = [w.lower() for w in _WORD_RE.findall(name)]
+    if not words or any(w in _NEUTRAL_WORDS for w in words):
+        return False
+    return words[-1] in _ENV_SECRET_WORDS
+
+
+@functools.lru_cache(maxsize=8192)
+def _has_neutral_word(name: str) -> bool:
+    """Whether a name is about a credential rather than one: ``password_length``, ``API_KEY_ENV``."""
+    return any(w.lower() in _NEUTRAL_WORDS for w in _WORD_RE.findall(name))

@@ -5,7 +5,8 @@ It remembers every value found to be secret and redacts it wherever it appears, 
 for the rule and the kinds of secrets.
 
 May import: the standard library, the sibling modules of this package and
-:mod:`nbrefine.grounding.summaries` (a redacted summary is a summary made with a redactor).
+:mod:`nbrefine.grounding.summaries` (a redacted summary is a summary made with a redactor);
+detect-secrets only through :mod:`.detectors`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import functools
 import io
 import itertools
+import keyword
 import os
 import re
 import tokenize
@@ -39,41 +41,86 @@ from ..markers import (
     _marker_labels,
 )
 from ..summaries import ValueSummary, redacted_summary
-from .codesecrets import _blank_literals, _parses, _unescaped, secret_literals
-from .names import _secret_name, is_login_name
+from . import detectors
+from .codesecrets import (
+    _HOST_NAME_RE,
+    _USER_NAME_RE,
+    _blank_literals,
+    _parses,
+    _unescaped,
+    credential_host,
+    credential_tuple_password,
+    secret_literals,
+)
+from .names import _has_neutral_word, _secret_env_name, _secret_name, is_login_name
 from .rules import (
     _ALNUM_RE,
     _ASSIGN_RE,
+    _AUTH_SCHEMES,
+    _AUTH_TOKEN_RE,
     _AWS_HINT_RE,
     _AWS_HINTS,
     _AWS_NEAR,
     _AWS_SECRET_RE,
     _BEARER_RE,
+    _BUILTIN_NAMES,
     _CANDIDATE_RE,
+    _CODE_AFTER_RE,
+    _CONFIG_LINE_RE,
+    _CONSTANT_RE,
+    _CREDENTIAL_TUPLE_RE,
+    _DOTTED_RE,
     _HEADER_HINTS,
     _HEADER_RE,
     _HEX_RE,
+    _ID_NAME_RE,
+    _IDENTIFIER_RE,
+    _KEY_LIKE_RE,
     _KEYED_RE,
+    _KEYWORD_NAME_RE,
+    _KV_FIELDS,
+    _KV_GENERATED,
+    _KV_HINTS,
+    _KV_NOT_VALUES,
+    _KV_RE,
+    _KV_STEMS,
+    _LOGIN_CALL_HINTS,
+    _LOGIN_CALL_RE,
+    _NAME_AFTER_RE,
     _NAME_PATH_RE,
     _NAME_STEMS,
+    _NETRC_RE,
     _NON_ALNUM_RE,
+    _PLACEHOLDER_RE,
     _PUBLIC_ENV_NAMES,
     _PUBLIC_ENV_PREFIXES,
+    _SETENV_HINTS,
+    _SETENV_RE,
     _SHAPE_MARKER,
     _SHAPES,
+    _SHELL_PASSWORD_HINTS,
+    _SHELL_PASSWORD_RE,
     _SHELL_RE,
+    _SHORT_NUMBER_RE,
+    _STRING_PREFIX_RE,
     _STRING_TOKEN_RE,
     _TRIVIAL_ENV_VALUES,
     _TUPLE_ITEM_RE,
     _TUPLE_RE,
-    _TUPLE_TARGETS_RE,
     _URL_NOT_PASSWORD_RE,
     _URL_PASSWORD_RE,
+    _WORD_IDENTIFIER_RE,
+    _WORD_VALUE_RE,
+    _inside_quotes,
+    _lines_with,
     _literal_forms,
     _normalise,
+    _open_brackets,
     _random_looking,
     _random_token,
     _splice,
+    _tuple_target,
+    _unquoted_span,
     _whole_word,
 )
 
@@ -152,9 +199,12 @@ class Redactor:
     Secrets are (1) values of environment variables and any ``extra_secret_values``,
     found anywhere in text; (2) strings shaped like real credentials (API keys, tokens,
     JWTs, PEM private keys, ``Bearer …``, passwords in URLs, AWS secret keys near AWS
-    context, long random tokens); (3) literals given to credentials in code, read from its
-    structure by :meth:`redact_code` or from text by patterns; (4) values of the
-    namespace's credentials (:meth:`learn_namespace`). The rule: once a value is known to
+    context, long random tokens), found by detect-secrets' plugins (:mod:`.detectors`) and
+    our rules; (3) values given to credentials: literals in code, read from its structure by
+    :meth:`redact_code` (also by position: ``smtp.login(user, "…")``, ``("db", 5432, "bob",
+    "…")``) or from text by patterns, and unquoted fields of DSNs, query strings, log and
+    config lines (``;Pwd=…;``, ``?access_token=…``, ``password=…``, ``.netrc``); (4) values of
+    the namespace's credentials (:meth:`learn_namespace`). The rule: once a value is known to
     be secret it is remembered (:meth:`remember`) and redacted wherever it appears, also
     spread out (separators removed, case folded) and, for random-looking values, in part.
     Each is replaced by a marker starting with :data:`REDACTED`; :attr:`hits` counts what
@@ -168,6 +218,7 @@ class Redactor:
         min_env_value_len: int = 6,
         extra_secret_values: Iterable[str] = (),
     ) -> None:
+        detectors.load()
         env = dict(os.environ if environ is None else environ)
         self._hits: Counter[str] = Counter()
         self._labels: dict[str, str] = {}  # exact forms -> label
@@ -294,6 +345,9 @@ class Redactor:
         elif _is(t, libs.DataFrame):
             self._learn_frame(value)
         elif t is list or t is tuple:
+            password = credential_tuple_password(value)  # ('db.internal', 5432, 'bob', 'pw')
+            if password is not None:
+                self.remember(password)
             # Records (dicts, objects) are looked into; a list that starts with a number or a
             # string is taken to hold only those.
             if value and type(value[0]) not in _PLAIN_TYPES:  # type: ignore[index]
@@ -364,7 +418,9 @@ class Redactor:
             return True
         if any(self._bearer_token(m.group("tok")) for m in _BEARER_RE.finditer(text)):
             return True
-        return any(_random_token(m.group(0)) for m in _CANDIDATE_RE.finditer(text))
+        if any(_random_token(m.group(0)) for m in _CANDIDATE_RE.finditer(text)):
+            return True
+        return bool(detectors.find(text, shapes_only=True))
 
     @staticmethod
     def _bearer_token(token: str) -> bool:
@@ -576,7 +632,191 @@ class Redactor:
             text = _TUPLE_RE.sub(self._tuple_repl, text)
             text = _ASSIGN_RE.sub(self._literal_repl, text)
             text = _KEYED_RE.sub(self._literal_repl, text)
-        return text
+        return self._outside_markers(self._more_rules, text)
+
+    # What detect-secrets finds, and our rules for what it does not see (see rules.py).
+
+    def _more_rules(self, text: str) -> str:
+        if not text:
+            return text
+        low = text.lower()
+        spans: list[tuple[int, int, str]] = [
+            (f.start, f.end, _LABEL_SHAPE if f.kind == detectors.KIND_SHAPE else _LABEL_CREDENTIAL)
+            for f in detectors.find(text)
+            if (f.kind == detectors.KIND_SHAPE and f.plugin != detectors.ENTROPY_PLUGIN)
+            or self._named_finding(text, f.start, f.kind)
+        ]
+        if any(h in text for h in _KV_HINTS):
+            spans += self._kv_spans(text)
+        if "machine" in low or "default" in low:
+            spans += [(*m.span("val"), _LABEL_CREDENTIAL) for m in _NETRC_RE.finditer(text)]
+        if any(h in low for h in _SHELL_PASSWORD_HINTS):
+            spans += [
+                (*_unquoted_span(m, "val"), _LABEL_CREDENTIAL) for m in _SHELL_PASSWORD_RE.finditer(text)
+            ]
+        if any(h in low for h in _LOGIN_CALL_HINTS):
+            spans += [(*m.span("pw"), _LABEL_CREDENTIAL) for m in _LOGIN_CALL_RE.finditer(text)]
+        if "," in text:
+            spans += [
+                (*m.span("pw"), _LABEL_CREDENTIAL)
+                for m in _CREDENTIAL_TUPLE_RE.finditer(text)
+                if (
+                    credential_host(m.group("host"), int(m.group("port")))
+                    if m.group("host") is not None
+                    else bool(_HOST_NAME_RE.search(m.group("hostname")))
+                )
+                and (m.group("username") is None or _USER_NAME_RE.search(m.group("username")))
+            ]
+        if any(h in low for h in _SETENV_HINTS):
+            spans += [
+                (*m.span("val"), _LABEL_CREDENTIAL)
+                for m in _SETENV_RE.finditer(text)
+                if _secret_env_name(m.group("name"))
+            ]
+        spans = [(a, b, label) for a, b, label in spans if b > a and _ALNUM_RE.search(text, a, b)]
+        if not spans:
+            return text
+        for start, end, _ in spans:
+            value = _unescaped(text[start:end])
+            if not _WORD_IDENTIFIER_RE.fullmatch(value):  # a word is hidden where found, not everywhere
+                self.remember(value)
+        return _splice(text, spans)
+
+    @staticmethod
+    def _named_finding(text: str, start: int, kind: str) -> bool:
+        """Whether a quoted value found by detect-secrets' keyword or high-entropy plugin is a
+        secret by our reading of the name it is given to: not when the name is about a
+        credential (``API_KEY_ENV = "…"``, ``password_length: "…"``: see names.py), nor
+        ``user, password = "bob", "…"`` ("bob" is the user's; code: see redact_code); a random
+        string is not one under an identifier's name (``"id": "toolu_01D7FLrfh4…"``)."""
+        line_start = text.rfind("\n", 0, start) + 1
+        name = _KEYWORD_NAME_RE.search(text, line_start, start)
+        if name is None:
+            return True
+        if kind != detectors.KIND_KEYWORD:
+            return _secret_name(name.group(1)) or not _ID_NAME_RE.search(name.group(1))
+        if _tuple_target(text, name.start()):
+            return False
+        return _secret_env_name(name.group(1)) or not _has_neutral_word(name.group(1))
+
+    def _shapes_only(self, text: str) -> str:
+        """The rules that recognise a credential by its own shape, not by where it stands."""
+        low = text.lower()
+        if "AKIA" in text or "ASIA" in text or any(hint in low for hint in _AWS_HINTS):
+            text = self._aws(text)
+        for hints, shape in _SHAPES:
+            if any(hint in text for hint in hints):
+                text = self._outside_markers(functools.partial(shape.sub, self._shape_repl), text)
+        text = self._outside_markers(lambda t: _CANDIDATE_RE.sub(self._candidate_repl, t), text)
+
+        def found(t: str) -> str:
+            spans = [(f.start, f.end, _LABEL_SHAPE) for f in detectors.find(t, shapes_only=True)]
+            # A line of a `.env` or YAML file pasted into a cell: `MY_SERVICE_PW=dotenv-pw` parses.
+            for m in _CONFIG_LINE_RE.finditer(t):
+                span = self._kv_secret(m)
+                if span is not None:
+                    spans.append((*span, _LABEL_CREDENTIAL))
+            for start, end, _ in spans:
+                self.remember(t[start:end])
+            return _splice(t, spans) if spans else t
+
+        return self._outside_markers(found, text)
+
+    def _kv_spans(self, text: str) -> list[tuple[int, int, str]]:
+        spans: list[tuple[int, int, str]] = []
+        for pos, end in _lines_with(text, _KV_STEMS):  # only lines with a credential word are searched
+            while (m := _KV_RE.search(text, pos, end)) is not None:
+                span = self._kv_secret(m)
+                if span is not None:
+                    spans.append((*span, _LABEL_CREDENTIAL))
+                    pos = m.end()
+                else:  # the value may hold fields of its own: `url='…?sig=…'`, `Error: password=…`
+                    pos = m.start("val")
+        return spans
+
+    def _kv_secret(self, m: re.Match[str]) -> tuple[int, int] | None:
+        """The span of the secret of a ``key=value`` match, or ``None`` if it holds none: the
+        key is not a credential's, the value is a placeholder, a word about the credential
+        (``password: required``), or code (``password=pw)`` in a call, ``token = tokenizer(text)``,
+        ``password: str``, ``api_key = os.environ[...]``)."""
+        key = m.group("key").rsplit(".", 1)[-1]
+        low_key = key.lower()
+        equals = m.group("op") == "="
+        if not (
+            _secret_name(key)
+            or _secret_env_name(key)
+            or (equals and (low_key in _KV_FIELDS or low_key == "key"))  # DSN fields: `Pwd=…;`, `&sig=…`
+        ):
+            return None
+        text = m.string
+        val = m.group("val")
+        start, end = m.span("val")
+        bare = val[0] not in "{'"
+        if val[0] == "{" and not (equals and text.endswith(";", 0, m.start()) and text.startswith(";", end)):
+            return None  # `{password}`, `{{ pw }}`, f-string fields, code; `;PWD={…};` is ODBC's
+        if not bare:
+            if _PLACEHOLDER_RE.fullmatch(val):
+                return None
+            start, end = start + 1, end - 1
+        elif _CODE_AFTER_RE.match(text, end) or (
+            _STRING_PREFIX_RE.fullmatch(val) and text[end : end + 1] in ("'", '"')
+        ):
+            return None  # a call, subscript, attribute, assignment or operation; a string's prefix
+        else:
+            while end > start and text[end - 1] in ".:!":
+                end -= 1
+        value = text[start:end]
+        if not value.strip() or REDACTED in value or _PLACEHOLDER_RE.fullmatch(value):
+            return None
+        if bare and (_KEY_LIKE_RE.fullmatch(value) or text.startswith("{", m.end("val"))):
+            return None  # `cookie: cookie={user_cookie}`: another key, an f-string's text
+        low = value.lower()
+        if low in _TRIVIAL_ENV_VALUES or low in _KV_NOT_VALUES or _SHORT_NUMBER_RE.fullmatch(value):
+            return None
+        if "://" in value or value.startswith(("/", "~/", "./")):
+            return None
+        if bare and low in _AUTH_SCHEMES:  # `Authorization: Basic dXNlcjpwYXNz`: the credential follows
+            follow = _AUTH_TOKEN_RE.match(text, end)
+            if follow is None or follow.group(1)[0] in "{$%" or _PLACEHOLDER_RE.fullmatch(follow.group(1)):
+                return None  # `Authorization: Bearer {token}`: an f-string's field, a placeholder
+            return follow.span(1)
+        if low_key in _KV_GENERATED and not _random_looking(_normalise(value)):
+            return None  # `key=`, `sig=` alone hold a credential only when the value looks generated
+        if bare and (
+            _DOTTED_RE.fullmatch(value) or (_IDENTIFIER_RE.fullmatch(value) and self._a_name(m, value))
+        ):
+            return None
+        if bare and m.group("op") == ":" and _WORD_VALUE_RE.fullmatch(value):
+            return None  # prose (`as one token: an unterminated string`), a type (`auth: AuthType`)
+        return start, end
+
+    def _a_name(self, m: re.Match[str], value: str) -> bool:
+        """Whether the bare identifier ``value`` after ``key=`` is a name in code rather than a
+        password in text: a keyword or builtin, a credential or constant name (``password=password``,
+        ``api_key=API_KEY``), a name of the namespace, or a keyword argument or dict entry."""
+        if keyword.iskeyword(value) or value in _BUILTIN_NAMES:
+            return True
+        spaced_before = m.string[m.start("op") - 1 : m.start("op")].isspace()
+        spaced_after = m.string[m.end("op") : m.end("op") + 1].isspace()
+        if m.group("op") == "=" and spaced_before and spaced_after:
+            return True  # `passphrase = p0`: an assignment
+        if _WORD_IDENTIFIER_RE.fullmatch(value) and (
+            spaced_before or spaced_after or _NAME_AFTER_RE.match(m.string, m.end("val"))
+        ):
+            return True  # words placed like code (`auth =url_auth if ...`, `token=name,`)
+        if _secret_name(value) or _CONSTANT_RE.fullmatch(value):
+            return True
+        namespace = self._namespace
+        if namespace is not None:
+            with contextlib.suppress(Exception):
+                if value in namespace:
+                    return True
+        text = m.string
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.start())
+        line = text[line_start : line_end if line_end != -1 else len(text)]
+        at = m.start() - line_start
+        return not _inside_quotes(line, at) and _open_brackets(line, at)
 
     def _shape_repl(self, m: re.Match[str]) -> str:
         self.remember(m.group(0))
@@ -625,7 +865,7 @@ class Redactor:
 
     def _shell_repl(self, m: re.Match[str]) -> str:
         val = m.group("val").strip("'\"")
-        if not self.is_secret_name(m.group("name")) or not val or val.startswith(REDACTED):
+        if not _secret_env_name(m.group("name")) or not val or val.startswith(REDACTED):
             return m.group(0)
         self.remember(val)
         return m.group("pre") + self._mark(_LABEL_CREDENTIAL)
@@ -648,10 +888,11 @@ class Redactor:
         return whole[:start] + items + whole[end:]
 
     def _literal_repl(self, m: re.Match[str]) -> str:
-        if not self.is_secret_name(m.group("name")):
+        name = m.group("name")
+        env = m.re is _KEYED_RE and m.string.endswith("environ[", 0, m.start())  # environ["DB_PASS"] = "…"
+        if not (_secret_env_name(name) if env else self.is_secret_name(name)):
             return m.group(0)
-        line_start = m.string.rfind("\n", 0, m.start()) + 1
-        if _TUPLE_TARGETS_RE.fullmatch(m.string, line_start, m.start()):
+        if _tuple_target(m.string, m.start()):
             return m.group(0)  # `user, password = "bob", "…"`: "bob" is the user's (code: see redact_code)
         group = "b3" if m.group("q3") is not None else "b1"
         body = m.group(group)
@@ -695,7 +936,9 @@ class Redactor:
         out = self._redact(structural)
         if out == structural or _parses(out):
             return out
-        return self._redact_tokens(structural)
+        # Strings and comments redacted by every rule; elsewhere (names, numbers) only what has
+        # the shape of a credential: `GITHUB_TOKEN = ghp_…` without quotes still parses.
+        return self._shapes_only(self._redact_tokens(structural))
 
     def _remember_lines(self, code: str, redacted: str) -> None:
         """Lines of code that held a secret, to be shown redacted wherever they are quoted

@@ -3,11 +3,20 @@
 given to credential names (``password = "…"``, ``"token": "…"``, ``%env``, HTTP headers), which
 environment variables are public settings, and the normalised form remembered values are matched in.
 
+Most shapes of services' credentials are also recognised by detect-secrets (:mod:`.detectors`);
+the rules here are kept where they reach further (``sk-ant-…``/``sk-proj-…`` keys, ``sk_test_``,
+``github_pat_``, ``hf_``, ``AIza…``, ``npm_`` tokens, whole PEM blocks, ``Bearer …``, 40-character
+AWS secret keys without quotes), and added for what it does not see at all: unquoted
+``key=value`` fields (JDBC, ODBC, libpq DSNs, query parameters, log lines, ``.env`` lines),
+``.netrc`` lines, ``sshpass -p``/``curl -u``, passwords given by position to ``login(...)`` and
+in (host, port, user, password) tuples, and ``os.environ.setdefault("…_PASS", "…")``.
+
 May import: the standard library and the sibling modules of this package.
 """
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from collections import Counter
@@ -50,6 +59,7 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("AKIA", "ASIA"), r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
         (("AIza",), _B + r"AIza[0-9A-Za-z_\-]{35}"),
         (("hf_",), _B + r"hf_[A-Za-z0-9]{30,}"),
+        (("npm_",), _B + r"npm_[A-Za-z0-9]{36}" + _E),
         (("eyJ",), _B + r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E),
     )
 )
@@ -68,6 +78,8 @@ _AWS_SECRET_RE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/
 _AWS_HINT_RE = re.compile(r"(?i:AKIA|ASIA|aws_secret|secret_?access_?key|aws)")
 _AWS_HINTS = ("akia", "asia", "aws", "secretaccesskey", "secret_access_key")
 _AWS_NEAR = 300  # characters between the key and its hint
+# Base64 of the headers of binary files (PNG, JPEG, GIF, PDF, ZIP, gzip, RIFF): data, not keys.
+_DATA_PREFIXES = ("iVBORw0KGgo", "/9j/", "R0lGOD", "JVBERi0", "UEsDB", "H4sI", "UklGR")
 _CANDIDATE_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/=_\-]{32,}(?![A-Za-z0-9+/=_\-])")
 _HEX_RE = re.compile(r"[0-9a-fA-F\-_]+")
 _SHAPE_MARKER = _marker(_LABEL_SHAPE)
@@ -75,7 +87,7 @@ _SHAPE_MARKER = _marker(_LABEL_SHAPE)
 _HEADER_HINTS = ("authorization", "cookie", "api-key")
 _NAME_STEMS = (
     "key", "token", "secret", "pass", "pwd", "auth", "cred", "cookie", "bearer", "session", "priv",
-    "login", "logon", "signin",
+    "login", "logon", "signin", "pw", "pat", "sas",
 )  # fmt: skip
 
 
@@ -104,7 +116,6 @@ _TUPLE_RE = re.compile(
     r"[rRbBuU]{0,2}(?:'[^'\\\n]{0,500}'|\"[^\"\\\n]{0,500}\"))\s*,?\s*[)\]]"
 )
 _NAME_PATH_RE = re.compile(r"[A-Za-z_][\w.]*(?:\[(?:'[^'\n]*'|\"[^\"\n]*\"|\d+)\])*")
-_TUPLE_TARGETS_RE = re.compile(r"[ \t]*(?:[\w.]+[ \t]*,[ \t]*)+")
 _TUPLE_ITEM_RE = re.compile(r"(?P<pre>[rRbBuU]{0,2})(?P<q>['\"])(?P<b>[^'\"\\\n]*)(?P=q)")
 # `%env NAME=value`, `%set_env NAME value`, `export NAME=value`
 _SHELL_RE = re.compile(
@@ -120,6 +131,188 @@ _ALNUM_RE = re.compile(r"[^\W_]")
 _NON_ALNUM_RE = re.compile(r"[\W_]+")
 
 
+# ---- what detect-secrets does not see (see the module docstring) ----------------------------
+
+# `key=value` and `key: value` without quotes around the value, the key a credential name (the last
+# dotted part: `spring.datasource.password=`): JDBC `;password=…;` and `?user=bob&password=…&`, ODBC
+# `Pwd=…;` and `PWD={…}`, libpq `password=… dbname=…` and `password='…'`, query parameters
+# (`?access_token=…&`, `&sig=…`), log lines (`password=…`, `password: …`), YAML and `.env` lines,
+# `--password=…`. Whether the value is code instead (`password=pw)` in a call, `token =
+# tokenizer(text)`, `password: str`) is decided by Redactor._kv_secret.
+_KV_RE = re.compile(
+    r"(?<![\w.$])(?P<key>[A-Za-z_][\w\-]{0,60}(?:\.[A-Za-z_][\w\-]{0,60}){0,6})"
+    r"[ \t]*(?P<op>=|:)(?![=:/])[ \t]*"
+    r"(?P<val>\{(?:\}\}|[^}\n]){1,200}\}|'(?:\\.|[^'\\\n]){1,200}'|[^\s'\"`<>;&,(){}\[\]#|]{1,500})"
+)
+_KV_HINTS = ("=", ":")
+# In code that parses, only a whole line of `key=value` (no spaces) or `key: value` (a `.env` or YAML
+# line pasted into a cell) is read so; elsewhere `password = pw` is a name.
+_CONFIG_LINE_RE = re.compile(
+    r"(?m)^[ \t]*(?P<key>[A-Za-z_][\w\-]{0,60}(?:\.[A-Za-z_][\w\-]{0,60}){0,6})(?P<op>=|:(?=[ \t]))[ \t]*"
+    r"(?P<val>[^\s'\"`#=][^\s'\"`#]{0,500})[ \t]*$"
+)
+# Short field names of DSNs and query strings that hold a secret (ODBC `PWD`, SAS `sig`).
+_KV_FIELDS = frozenset({"pwd", "pw", "pass", "passwd", "sig", "signature", "x-amz-signature"})
+# Values that say something about a credential rather than being one.
+_KV_NOT_VALUES = frozenset(
+    {
+        *("required", "missing", "invalid", "expired", "empty", "hidden", "masked", "redacted", "unset"),
+        *("set", "str", "bytes", "int", "optional", "any", "secretstr", "string", "sensitive", "***"),
+        *("incorrect", "wrong", "ok", "valid", "revoked", "unknown", "default", "omitted", "n/a"),
+    }
+)
+_PLACEHOLDER_RE = re.compile(
+    r"\*+|[xX]{3,}|\.{3}|…|<[^<>]*>|\$\{?\w+\}?|%\(\w+\)[sd]|%[sd]|\?|:\w+|\$\d+|\{\{.*\}\}|\{\w*\}"
+)
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_]\w*")
+_DOTTED_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_CONSTANT_RE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")  # API_KEY: a constant or environment name
+_AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "ntlm", "bot", "apikey"})
+_BUILTIN_NAMES = frozenset(dir(builtins))
+# After a bare value, what makes it code: a call, subscript or attribute, an assignment, an operation.
+_CODE_AFTER_RE = re.compile(r"[ \t]*(?:[(\[.]|=(?!=)|[+*/%][ \t]*[\w(])")
+_STRING_PREFIX_RE = re.compile(r"[rRbBfFuU]{1,2}")  # `auth = f"Bearer {token}"`: not a value
+# .netrc: `machine api.example.com login bob password …`
+_NETRC_RE = re.compile(
+    r"\b(?P<pre>(?:machine[ \t]+\S+|default)[ \t]+(?:(?:login|account)[ \t]+\S+[ \t]+){0,2}"
+    r"(?:password|passwd)[ \t]+)(?P<val>\S+)"
+)
+# `sshpass -p 'pw' ssh …`, `curl -u bob:pw …`
+_SHELL_PASSWORD_RE = re.compile(
+    r"\b(?:sshpass[ \t]+(?:-[a-oq-zA-Z]\S*[ \t]+)*-p[ \t]*"
+    r"|curl\b[^\n]*?[ \t](?:-u|--user)[ \t]*['\"]?[^:\s'\"]+:)"
+    r"(?P<val>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]+)"
+)
+_SHELL_PASSWORD_HINTS = ("sshpass", "curl")
+_QUOTED = r"(?P<{q}>['\"])(?P<{b}>(?:\\.|(?!(?P={q}))[^\\\n]){{1,500}})(?P={q})"
+_ARG = r"(?:[A-Za-z_][\w.]{0,100}|'[^'\\\n]{0,200}'|\"[^\"\\\n]{0,200}\")"
+# `smtp.login(user, "pw")`, `ftp.login("bob", "pw")`, `HTTPBasicAuth("bob", "pw")`, `pop.pass_("pw")`:
+# the callee's password parameter, by position, when the callee cannot be looked up.
+_LOGIN_CALL_RE = re.compile(
+    r"\b(?:(?:login|log_in|logon|signin|sign_in|authenticate|HTTPBasicAuth|HTTPDigestAuth|HTTPProxyAuth"
+    r"|BasicAuth|DigestAuth)\([ \t]*"
+    + _ARG
+    + r"[ \t]*,|pass_\()[ \t]*"
+    + _QUOTED.format(q="q", b="pw")
+    + r"[ \t]*[,)]"
+)
+_LOGIN_CALL_HINTS = ("login", "log_in", "logon", "signin", "sign_in", "authenticate", "auth(", "pass_(")
+# ('db.internal', 5432, 'bob', 'pw'): a (host, port, user, password) tuple, list or call's arguments.
+_CREDENTIAL_TUPLE_RE = re.compile(
+    r"[(\[][ \t]*(?:(?P<hq>['\"])(?P<host>[a-z0-9][a-z0-9.\-]{0,252})(?P=hq)"
+    r"|(?P<hostname>[A-Za-z_][\w.]{0,60}))"
+    r"[ \t]*,[ \t]*(?P<port>[0-9]{1,5})[ \t]*,[ \t]*"
+    r"(?:(?P<uq>['\"])[^'\"\\\n]{1,64}(?P=uq)|(?P<username>[A-Za-z_][\w.]{0,60}))[ \t]*,[ \t]*"
+    + _QUOTED.format(q="q", b="pw")
+)
+# `os.environ.setdefault("WAREHOUSE_PASS", "…")`, `os.putenv("DB_PASS", "…")`
+_SETENV_RE = re.compile(
+    r"\b(?:setdefault|putenv|setenv)\([ \t]*(?P<kq>['\"])(?P<name>[A-Za-z_][\w\-.]{0,80})(?P=kq)[ \t]*,[ \t]*"
+    + _QUOTED.format(q="q", b="val")
+)
+_SETENV_HINTS = ("setdefault", "putenv", "setenv")
+
+
+# Names of identifiers and digests (`id`, `tool_use_id`, `requestId`, `sha256`, `etag`): a random
+# string under one is not a secret (unless the name says so: `session_id`).
+_ID_NAME_RE = re.compile(
+    r"(?:^|_|-)(?:[iI][dD]s?|uuid|guid|sha\d*|md5|hash|digest|checksum|etag)$|[a-z]Ids?$|^ID$"
+)
+# The name a quoted value is given to, right before it: `API_KEY_ENV = "`, `"secret_name": "`.
+_KEYWORD_NAME_RE = re.compile(r"([A-Za-z_][\w\-]*)['\"\]]{0,2}[ \t]*(?:[!=]==?|:=|=>|=|:|\()[ \t]*@?['\"`]$")
+# `user, password = "bob", "…"`: the names before `password`, at the start of a statement (of a
+# line, after a quote or `Error: ` in a message), not in a call (`connect(host, password="…")`).
+_TUPLE_TARGETS_BEFORE_RE = re.compile(r"(?:^|(?<=[\s'\"`:]))(?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)+$")
+
+
+def _tuple_target(text: str, start: int) -> bool:
+    """Whether the name at ``text[start]`` follows other targets of a tuple assignment."""
+    line_start = text.rfind("\n", 0, start) + 1
+    return _TUPLE_TARGETS_BEFORE_RE.search(text, line_start, start) is not None
+
+
+# What the key of a `key=value` holds when it is a credential's (see Redactor._kv_secret and names.py).
+_KV_STEMS = (
+    "pass", "pw", "token", "secret", "cred", "auth", "bearer", "cookie", "key", "session", "sig", "sas",
+)  # fmt: skip
+
+
+def _lines_with(text: str, stems: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The (start, end) of the lines of ``text`` holding one of ``stems`` (any case), in order."""
+    low = text.lower()
+    if len(low) != len(text):
+        low = text
+    starts: set[int] = set()
+    for stem in stems:
+        at = low.find(stem)
+        while at != -1:
+            start = low.rfind("\n", 0, at) + 1
+            starts.add(start)
+            end = low.find("\n", at)
+            if end == -1:
+                break
+            at = low.find(stem, end)
+    out = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        out.append((start, len(text) if end == -1 else end))
+    return out
+
+
+_SHORT_NUMBER_RE = re.compile(r"[-+]?[0-9]{1,5}(?:\.[0-9]+)?")  # `token = -1`, `pwd: 5`: not secrets
+# Identifiers made of words (snake_case, CamelCase, CONSTANT_CASE): names, not passwords.
+_WORD_IDENTIFIER_RE = re.compile(r"_*[a-z]+(?:_+[a-z]+)*_*|_*(?:[A-Z][a-z]+)+|_*[A-Z]+(?:_+[A-Z]+)*_*")
+# After a word given to a key, what makes it a name in code: `signature=signature,` `f(token=tok)`.
+_NAME_AFTER_RE = re.compile(r"[ \t]*(?:[,)\]}]|(?:if|else|or|and|for|in|is|not)\b)")
+_KEY_LIKE_RE = re.compile(r"[A-Za-z_][\w.\-]*=")  # `cookie: cookie=…`: the value is the next key
+_WORD_VALUE_RE = re.compile(r"[A-Za-z][a-z]*|(?:[A-Z][a-z]+)+")  # after `key:`, a word of prose or a type
+_KV_GENERATED = frozenset({"key", "sig", "signature"})  # keys holding a secret only if it looks generated
+_AUTH_TOKEN_RE = re.compile(r"[ \t]+([^\s'\"<>;&,]{4,})")  # the credential after `Basic`, `Bearer`...
+
+
+def _unquoted_span(m: re.Match[str], group: str) -> tuple[int, int]:
+    """The span of a match's group, without the quotes around it if it has them."""
+    start, end = m.span(group)
+    if end - start >= 2 and m.string[start] in "'\"" and m.string[end - 1] == m.string[start]:
+        return start + 1, end - 1
+    return start, end
+
+
+def _inside_quotes(line: str, end: int) -> bool:
+    """Whether ``line[end]`` stands inside a quoted string (quotes counted from the line start)."""
+    quote = ""
+    i = 0
+    while i < end:
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        i += 1
+    return bool(quote)
+
+
+def _open_brackets(line: str, end: int) -> bool:
+    """Whether a bracket opened before ``line[end]`` is still open (outside quotes): a call's
+    keyword argument, a dict entry, a slice."""
+    depth = 0
+    quote = ""
+    for i, ch in enumerate(line[:end]):
+        if quote:
+            if ch == quote and line[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}" and depth:
+            depth -= 1
+    return depth > 0
+
+
 def _entropy(text: str) -> float:
     n = len(text)
     return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
@@ -127,7 +320,7 @@ def _entropy(text: str) -> float:
 
 def _random_token(tok: str) -> bool:
     """A long token that looks machine-generated rather than like a word, path or identifier."""
-    if len(tok) < 32 or _HEX_RE.fullmatch(tok):
+    if len(tok) < 32 or _HEX_RE.fullmatch(tok) or tok.startswith(_DATA_PREFIXES):
         return False
     letters = sum(ch.isalpha() for ch in tok)
     digits = sum(ch.isdigit() for ch in tok)
