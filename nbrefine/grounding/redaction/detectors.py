@@ -159,9 +159,10 @@ def unhinted_plugins() -> list[str]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins.base import RegexBasedDetector
 
+    classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
     return sorted(
         cls.__name__
-        for cls in get_mapping_from_secret_type_to_class().values()
+        for cls in classes
         if issubclass(cls, RegexBasedDetector)
         and cls.__name__ not in _HINTS
         and cls.__name__ not in _LEFT_OUT
