@@ -6,7 +6,10 @@ float64 array, a 100,000-row DataFrame and 300 small variables), takes a snapsho
 ``--trials`` trials of the same candidate, reporting ``outcome.start_latency_s`` (ask →
 candidate running, hardening included) and the layers that were active. Rounds alternate the
 order of the two versions, so both see the same machine load; the ratio of the medians is the
-figure to read.
+figure to read. The first trial of each snapshot is also shown on its own ("first"): it is asked
+for right after ``Snapshot.take``, so it waits for whatever of the snapshot's one-time preparation
+(the hidden paths, Landlock's rules, the namespaces trials share) is left; the others ("later")
+do not. ``%%refine`` asks for its first trial only after the cell ran and the model answered.
 
 Usage: .venv/bin/python bench/bench_hardening_cost.py [--rev 2fc870c] [--rounds 4] [--trials 10] [--mib 1024]
 """
@@ -73,12 +76,16 @@ def main() -> int:
         subprocess.run([*git, "add", "-q", "--detach", str(old), args.rev], check=True)
         try:
             starts: dict[str, list[float]] = {"this checkout": [], args.rev: []}
+            firsts: dict[str, list[float]] = {"this checkout": [], args.rev: []}
+            laters: dict[str, list[float]] = {"this checkout": [], args.rev: []}
             layers: dict[str, list[str]] = {}
             for number in range(args.rounds):
                 order = [("this checkout", ROOT), (args.rev, old)]
                 for label, tree in order if number % 2 == 0 else order[::-1]:
                     result = measure(tree, args.mib, args.trials)
                     starts[label] += result["starts"]  # type: ignore[arg-type]
+                    firsts[label].append(result["starts"][0])  # type: ignore[index]
+                    laters[label] += result["starts"][1:]  # type: ignore[index]
                     layers[label] = result["layers"]  # type: ignore[assignment]
                 print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
         finally:
@@ -86,11 +93,14 @@ def main() -> int:
     load = os.getloadavg()
     print(f"trial start at {args.mib} MiB, {args.rounds} rounds x {args.trials} trials per version")
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 cores, shared)")
-    print(f"{'version':<16} {'median ms':>9} {'p90 ms':>7} {'max ms':>7}  layers")
+    print(f"{'version':<16} {'median ms':>9} {'p90 ms':>7} {'max ms':>7} {'first':>6} {'later':>6}  layers")
     for label, values in starts.items():
         ordered = sorted(values)
         p90 = ordered[int(0.9 * (len(ordered) - 1))]
         figures = f"{statistics.median(values):9.1f} {p90:7.1f} {max(values):7.1f}"
+        figures += (
+            f" {statistics.median(firsts[label]):6.1f} {statistics.median(laters[label] or values):6.1f}"
+        )
         print(f"{label:<16} {figures}  {len(layers[label])}: {', '.join(layers[label])}")
     ratio = statistics.median(starts["this checkout"]) / statistics.median(starts[args.rev])
     print(f"ratio of the medians (this checkout / {args.rev}): {ratio:.2f}")

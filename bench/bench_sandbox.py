@@ -21,8 +21,9 @@ Extra memory (peak, MiB):
 
 * fork: private memory (``Private_Clean + Private_Dirty`` of ``/proc/<pid>/smaps_rollup``:
   the pages the fork really copied) of the trial child, read by the candidate itself after
-  its work, and of the snapshot process (its parent, read from inside the trial and again
-  from the bench after the trial; the larger counts), plus the growth of the bench
+  its work, and of the snapshot process (its parent, read from inside the trial where the
+  trial can see it, which it cannot from its own PID namespace, and again from the bench after
+  the trial; the larger counts), plus the growth of the bench
   process's peak RSS (``VmHWM`` after resetting it through ``/proc/self/clear_refs``) while
   the snapshot lives;
 * spawn: the worker's ``VmHWM`` (read by the candidate from ``/proc/self/status``) plus the
@@ -114,7 +115,10 @@ CANDIDATE = textwrap.dedent(
                 "rows": rows,
                 "self": _bench_kb("/proc/self/smaps_rollup"),
                 "status": _bench_kb("/proc/self/status"),
-                "parent": _bench_kb(f"/proc/{_bench_os.getppid()}/smaps_rollup"),
+                # 0 in a trial's PID namespace: the snapshot, its parent, is outside it
+                "parent": _bench_kb(f"/proc/{_bench_os.getppid()}/smaps_rollup")
+                if _bench_os.getppid()
+                else {"error": "the snapshot is outside the trial's PID namespace"},
             }
         )
     )

@@ -11,6 +11,10 @@ kernel's working directory, also test-owned), ``@DB@`` (the kernel's sqlite data
 home folder, holding credential files), ``@USOCK@`` (the test's unix socket server), and
 ``@BIGSETUP@`` (kernel code that maps 300 MiB files and shared memory as ``big_mm``, ``big_shm``,
 ``ro_map``).
+Issue 19 adds ``@UDGRAM@`` (the test's unix datagram socket), ``@SHMKEY@`` / ``@MSGKEY@`` (SysV keys of
+a segment and a message queue the kernel holds, see ``_SYSV_SETUP``), ``@LEAKKEY@`` (the first of 16
+SysV keys a candidate may try to leave objects under) and ``@RUN@`` (this run's marker); the keys
+are this run's own, so the test sees exactly what a case left in the host's IPC namespace.
 
 Markers that must never show up in the notebook are built at run time (``"ADV" + "-LEAK"``), so
 the candidate's text, which nbrefine does show, never contains them.
@@ -43,6 +47,8 @@ class Case:
     second: str | None = None
     #: kernel code run before the %%refine cell (e.g. a %config line)
     setup: str = ""
+    #: kernel code run after the case's checks (closes what ``setup`` opened)
+    cleanup: str = ""
     note: str = ""
 
 
@@ -861,3 +867,425 @@ raise ValueError(f"wrote {total >> 20} MiB into scratch")
 ]
 
 CASES.extend(ISSUE_10_CASES)
+
+
+# ---- issue 19: what fork shares with the kernel besides memory --------------------------------------
+
+_SYSV = _LIBC + (
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]\n"
+)
+# The kernel creates and attaches a SysV segment (content SYSV-ORIG-000000) and creates a message
+# queue, under this run's keys; the case's cleanup removes both.
+_SYSV_SETUP = (
+    "import ctypes as _adv_ct\n"
+    "_adv_libc = _adv_ct.CDLL(None, use_errno=True)\n"
+    "_adv_libc.shmat.restype = _adv_ct.c_void_p\n"
+    "_adv_libc.shmat.argtypes = [_adv_ct.c_int, _adv_ct.c_void_p, _adv_ct.c_int]\n"
+    "sysv_shmid = _adv_libc.shmget(@SHMKEY@, 4096, 0o1600)\n"
+    "sysv_addr = _adv_libc.shmat(sysv_shmid, None, 0)\n"
+    "_adv_ct.memmove(sysv_addr, b'SYSV-ORIG-000000', 16)\n"
+    "sysv_msqid = _adv_libc.msgget(@MSGKEY@, 0o1600)\n"
+    "assert sysv_shmid >= 0 and sysv_msqid >= 0 and sysv_addr not in (None, 2**64 - 1)\n"
+)
+_SYSV_CLEANUP = (
+    "_adv_libc.shmdt(_adv_ct.c_void_p(sysv_addr))\n"
+    "_adv_libc.shmctl(sysv_shmid, 0, None)\n"  # IPC_RMID
+    "_adv_libc.msgctl(sysv_msqid, 0, None)\n"
+)
+
+# The kernel holds a file of 5,000 rows open, one row read, and a folder open (an fd and a scandir).
+_OPEN_FILES_SETUP = (
+    "import os as _adv_os\n"
+    "with open('@OUTSIDE@/rows.csv', 'w') as _adv_fh:\n"
+    "    _adv_fh.write('id,value\\n' + ''.join(f'{i},{i * i}\\n' for i in range(5000)))\n"
+    "rows_file = open('@OUTSIDE@/rows.csv')\n"
+    "rows_header = next(rows_file)\n"
+    "folder_fd = _adv_os.open('@OUTSIDE@', _adv_os.O_RDONLY | _adv_os.O_DIRECTORY)\n"
+)
+_OPEN_FILES_CLEANUP = "rows_file.close()\n__import__('os').close(folder_fd)\n"
+
+# Reading the IPython history database: every way a candidate that read nbrefine's source would try.
+# The test plants NBHIST-<token> there as the input of an earlier session; finding it is the leak.
+_READ_HISTORY = """
+import glob, os, sqlite3
+needle = "NBHIST" + "-"
+leaks = []
+hm = get_ipython().history_manager
+paths = {str(hm.hist_file)}
+for base in (os.environ.get("IPYTHONDIR", ""), os.path.expanduser("~/.ipython"), "@HOME@/.ipython"):
+    if base:
+        paths.update(glob.glob(os.path.join(base, "profile_*", "history.sqlite*")))
+for path in sorted(paths):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if needle.encode() in data:
+            leaks.append(f"the file {path}")
+            at = data.index(needle.encode())
+            print("HEX", data[at : at + 48].hex())
+    except OSError:
+        pass
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        rows = con.execute("SELECT source_raw FROM history").fetchall()
+        con.close()
+        if any(needle in (row[0] or "") for row in rows):
+            leaks.append(f"a new sqlite connection to {path}")
+    except Exception:
+        pass
+for name in os.listdir("/proc/self/fd"):
+    try:
+        data = os.pread(int(name), 1 << 24, 0)
+    except OSError:
+        continue
+    if needle.encode() in data:
+        leaks.append(f"the inherited fd {name}")
+        at = data.index(needle.encode())
+        print("HEX", data[at : at + 48].hex())
+try:
+    found = [row for row in hm.search("*" + needle + "*", raw=True)]
+    if found:
+        leaks.append(f"history_manager.search ({len(found)} rows)")
+        print("HEX", str(found[0][2]).encode().hex())
+except Exception:
+    pass
+if leaks:
+    raise ValueError(f"the history of earlier sessions is readable: {leaks}")
+"""
+
+ISSUE_19_CASES: list[Case] = [
+    # ---- item 4: SysV IPC is the host's -------------------------------------------------------------
+    _c(
+        "SysV: shmget the kernel's segment by key, shmat, write",
+        _SYSV
+        + """
+shmid = libc.shmget(@SHMKEY@, 0, 0)
+if shmid < 0:
+    raise OSError(ctypes.get_errno(), "shmget refused")
+addr = libc.shmat(shmid, None, 0)
+if addr in (None, ctypes.c_void_p(-1).value):
+    raise OSError(ctypes.get_errno(), "shmat refused")
+ctypes.memmove(addr, b"PWNED-BY-TRIAL!!", 16)
+raise ValueError(f"wrote into the kernel's segment {shmid}")
+""",
+        "failed",
+        detail="refused",
+        setup=_SYSV_SETUP,
+        cleanup=_SYSV_CLEANUP,
+    ),
+    _c(
+        "SysV: write through the segment the kernel attached (inherited mapping, mprotect)",
+        _SYSV
+        + """
+start = None
+for line in open("/proc/self/maps"):
+    if "/SYSV" in line:
+        start, end = (int(x, 16) for x in line.split()[0].split("-"))
+        break
+assert start is not None, "the kernel's attachment is not in the trial"
+libc.mprotect(ctypes.c_void_p(start), ctypes.c_size_t(end - start), 3)
+ctypes.memmove(start, b"PWNED-BY-TRIAL!!", 16)
+""",
+        "passed",
+        setup=_SYSV_SETUP,
+        cleanup=_SYSV_CLEANUP,
+    ),
+    _c(
+        "SysV: msgsnd to the kernel's message queue",
+        _SYSV
+        + """
+class Message(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 16)]
+queue = libc.msgget(@MSGKEY@, 0)
+if queue < 0:
+    raise OSError(ctypes.get_errno(), "msgget refused")
+message = Message(1, b"PWNED-BY-TRIAL")
+if libc.msgsnd(queue, ctypes.byref(message), 16, 0o4000) != 0:  # IPC_NOWAIT
+    raise OSError(ctypes.get_errno(), "msgsnd refused")
+raise ValueError(f"a message is in the kernel's queue {queue}")
+""",
+        "failed",
+        detail="refused",
+        setup=_SYSV_SETUP,
+        cleanup=_SYSV_CLEANUP,
+    ),
+    _c(
+        "SysV: leave 4 x 32 MiB segments, a semaphore set and a queue behind",
+        _SYSV
+        + """
+made = []
+for number in range(4):
+    shmid = libc.shmget(@LEAKKEY@ + number, 32 << 20, 0o1600)
+    if shmid >= 0:
+        addr = libc.shmat(shmid, None, 0)
+        if addr not in (None, ctypes.c_void_p(-1).value):
+            ctypes.memset(addr, 1, 32 << 20)
+        made.append(f"shm {shmid}")
+semaphores = libc.semget(@LEAKKEY@ + 8, 4, 0o1600)
+if semaphores >= 0:
+    made.append(f"sem {semaphores}")
+queue = libc.msgget(@LEAKKEY@ + 9, 0o1600)
+if queue >= 0:
+    made.append(f"msg {queue}")
+if made:
+    raise ValueError(f"created {made}")
+raise OSError(ctypes.get_errno(), "every SysV IPC call refused")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "POSIX message queue: mq_open",
+        _LIBC
+        + """
+name = b"/nbrefine-adv-@RUN@"
+queue = libc.mq_open(name, 0o100 | 0o2, 0o600, None)  # O_CREAT | O_RDWR
+if queue < 0:
+    raise OSError(ctypes.get_errno(), "mq_open refused")
+libc.mq_close(queue)
+libc.mq_unlink(name)  # so that a red run leaves nothing in the host's mqueue filesystem
+raise ValueError("a POSIX message queue was created")
+""",
+        "failed",
+        detail="refused",
+    ),
+    # ---- item 5: open file descriptions are shared with the kernel ---------------------------------------
+    _c(
+        "seek and read a file the kernel has open (its offset is shared)",
+        """
+import os
+rows_file.seek(0)
+rest = rows_file.read()
+assert rest.count("\\n") == 5001, rest.count("\\n")
+os.lseek(folder_fd, 0, os.SEEK_END)
+list(os.scandir(folder_fd))
+""",
+        "passed",
+        setup=_OPEN_FILES_SETUP,
+        cleanup=_OPEN_FILES_CLEANUP,
+    ),
+    _c(
+        "flock and F_SETFL a file the kernel has open (locks and flags of its open file)",
+        """
+import fcntl, os
+fcntl.flock(rows_file.fileno(), fcntl.LOCK_EX)
+flags = fcntl.fcntl(rows_file.fileno(), fcntl.F_GETFL)
+fcntl.fcntl(rows_file.fileno(), fcntl.F_SETFL, flags | os.O_NONBLOCK | os.O_APPEND)
+""",
+        "passed",
+        setup=_OPEN_FILES_SETUP,
+        cleanup=_OPEN_FILES_CLEANUP,
+    ),
+    # ---- item 6: unix datagrams reach paths -------------------------------------------------------------
+    _c(
+        "ctypes socketpair(AF_UNIX, SOCK_DGRAM) + sendto a datagram socket with a path",
+        _LIBC
+        + """
+import struct
+pair = (ctypes.c_int * 2)()
+if libc.socketpair(1, 2, 0, pair) != 0:  # AF_UNIX, SOCK_DGRAM
+    raise OSError(ctypes.get_errno(), "datagram socketpair refused")
+addr = struct.pack("=H", 1) + b"@UDGRAM@".ljust(108, b"\\x00")
+message = b"ADV-DATAGRAM"
+if libc.sendto(pair[0], message, len(message), 0, addr, len(addr)) < 0:
+    raise OSError(ctypes.get_errno(), "sendto refused")
+raise ValueError("a datagram reached a socket with a path")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "ctypes socketpair(AF_UNIX, SOCK_DGRAM) + connect to a path, then send",
+        _LIBC
+        + """
+import struct
+pair = (ctypes.c_int * 2)()
+if libc.socketpair(1, 2 | 0o2000000, 0, pair) != 0:  # AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC
+    raise OSError(ctypes.get_errno(), "datagram socketpair refused")
+addr = struct.pack("=H", 1) + b"@UDGRAM@".ljust(108, b"\\x00")
+if libc.connect(pair[0], addr, len(addr)) != 0:
+    raise OSError(ctypes.get_errno(), "connect refused")
+if libc.send(pair[0], b"ADV-DATAGRAM", 12, 0) < 0:
+    raise OSError(ctypes.get_errno(), "send refused")
+raise ValueError("a datagram reached a socket with a path")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "ctypes socketpair(AF_UNIX, SOCK_SEQPACKET)",
+        _LIBC
+        + """
+pair = (ctypes.c_int * 2)()
+if libc.socketpair(1, 5, 0, pair) != 0:  # AF_UNIX, SOCK_SEQPACKET
+    raise OSError(ctypes.get_errno(), "seqpacket socketpair refused")
+raise ValueError("a seqpacket socketpair was made")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "stream socketpairs still work (asyncio's self-pipe)",
+        """
+import asyncio, socket
+a, b = socket.socketpair()
+a.sendall(b"ping")
+got = b.recv(4)  # not inside the assert: its operands are evaluated again after a pass
+assert got == b"ping"
+async def main():
+    await asyncio.sleep(0)
+    return 7
+assert asyncio.run(main()) == 7
+""",
+        "passed",
+    ),
+    # ---- item 8: the IPython history database --------------------------------------------------------
+    _c(
+        "read the IPython history database (earlier sessions): file, sqlite, inherited fds",
+        _READ_HISTORY,
+        "passed",
+    ),
+    _c(
+        "read a history database kept elsewhere (HistoryManager.hist_file set by the user)",
+        _READ_HISTORY,
+        "passed",
+        setup=(
+            "_adv_hm = get_ipython().history_manager\n"
+            "_adv_hist_saved = (_adv_hm.hist_file, _adv_hm.db)\n"
+            "_adv_hm.hist_file = __import__('pathlib').Path(@ELSEWHERE@)\n"
+            "_adv_hm.init_db()\n"
+        ),
+        cleanup=("_adv_hm.db.close()\n_adv_hm.hist_file, _adv_hm.db = _adv_hist_saved\n"),
+    ),
+    # ---- item 9: devices, other processes, watching files ------------------------------------------------
+    _c(
+        "/dev/userfaultfd: a userfaultfd although the syscall is denied",
+        _LIBC
+        + """
+fd = libc.open(b"/dev/userfaultfd", 0o2000000)  # O_RDONLY | O_CLOEXEC
+if fd < 0:
+    fd = libc.open(b"/dev/userfaultfd", 0o2000002)  # O_RDWR | O_CLOEXEC
+if fd < 0:
+    raise OSError(ctypes.get_errno(), "/dev/userfaultfd refused")
+uffd = libc.ioctl(fd, 0xAA00, 0o2000000)  # USERFAULTFD_IOC_NEW
+if uffd < 0:
+    raise OSError(ctypes.get_errno(), "USERFAULTFD_IOC_NEW refused")
+raise ValueError(f"a userfaultfd was made (fd {uffd})")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "/dev/kvm: create a virtual machine",
+        _LIBC
+        + """
+fd = libc.open(b"/dev/kvm", 0o2000000)
+if fd < 0:
+    fd = libc.open(b"/dev/kvm", 0o2000002)
+if fd < 0:
+    raise OSError(ctypes.get_errno(), "/dev/kvm refused")
+vm = libc.ioctl(fd, 0xAE01, 0)  # KVM_CREATE_VM
+if vm < 0:
+    raise OSError(ctypes.get_errno(), "KVM_CREATE_VM refused")
+raise ValueError(f"a virtual machine was made (fd {vm})")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "raw block devices: read the disk the home folder is on (or mknod one)",
+        _LIBC
+        + """
+import os, stat, tempfile
+home = os.stat("@HOME@").st_dev
+found = set()
+try:
+    with open(f"/sys/dev/block/{os.major(home)}:{os.minor(home)}/uevent") as fh:
+        found |= {"/dev/" + ln.split("=", 1)[1].strip() for ln in fh if ln.startswith("DEVNAME=")}
+except OSError:
+    pass
+try:
+    found |= {f"/dev/{n}" for n in os.listdir("/dev") if stat.S_ISBLK(os.lstat(f"/dev/{n}").st_mode)}
+except OSError:
+    pass
+node = os.path.join(tempfile.gettempdir(), "disk")
+if libc.mknod(node.encode(), stat.S_IFBLK | 0o600, os.makedev(os.major(home), os.minor(home))) == 0:
+    found.add(node)
+buffer = ctypes.create_string_buffer(4096)
+read = []
+for path in sorted(found):
+    fd = libc.open(path.encode(), 0o2000000)
+    if fd >= 0 and libc.read(fd, buffer, 4096) > 0:
+        read.append(path)
+if read:
+    raise ValueError(f"read raw block devices: {read}")
+raise OSError(ctypes.get_errno(), f"raw block devices refused ({len(found)} tried)")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "pidfd_open(kernel)",
+        _LIBC
+        + """
+fd = libc.syscall(434, @KPID@, 0)  # pidfd_open
+if fd < 0:
+    raise OSError(ctypes.get_errno(), "pidfd_open refused")
+raise ValueError(f"a pidfd of the kernel (fd {fd})")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "list /proc/<kernel>/fd (and see the kernel in /proc)",
+        """
+import os
+seen = []
+for path in ("/proc/@KPID@/fd", "/proc/@KPID@", "/proc/@KPID@/task"):
+    try:
+        seen.append(f"{path}: {len(os.listdir(path))} entries")
+    except OSError:
+        pass
+if os.path.exists("/proc/@KPID@/status"):
+    seen.append("/proc/@KPID@/status exists")
+if seen:
+    raise ValueError(f"the kernel is visible in the trial's /proc: {seen}")
+raise OSError("the kernel's /proc entry refused")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "inotify watch on the home folder",
+        _LIBC
+        + """
+fd = libc.inotify_init1(0)
+if fd < 0:
+    raise OSError(ctypes.get_errno(), "inotify refused")
+if libc.inotify_add_watch(fd, b"@HOME@", 0xFFF) < 0:
+    raise OSError(ctypes.get_errno(), "inotify_add_watch refused")
+raise ValueError("the trial watches the home folder")
+""",
+        "failed",
+        detail="refused",
+    ),
+    _c(
+        "ordinary /dev and /proc use still works (null, zero, urandom, /dev/fd, own /proc)",
+        """
+import os
+assert open("/dev/null", "rb").read() == b""
+assert open("/dev/zero", "rb").read(4) == bytes(4)
+assert len(open("/dev/urandom", "rb").read(8)) == 8
+with open("/dev/null", "w") as sink:
+    sink.write("x")
+assert "0" in os.listdir("/dev/fd")
+assert os.readlink("/proc/self") == str(os.getpid())
+assert "VmRSS" in open(f"/proc/{os.getpid()}/status").read()
+os.kill(os.getpid(), 0)
+""",
+        "passed",
+    ),
+]
+
+CASES.extend(ISSUE_19_CASES)

@@ -10,13 +10,17 @@ trial fork, hardening layers). Before and after, the test compares:
   (list, dict, DataFrame, ndarray, bytearray, shared mmap, memmap), the cwd, a hash of os.environ,
   a hash of the builtins, the ids of watched ``sys.modules`` entries and of ``json``'s attributes,
   the SIGINT handler, the sqlite connection's change counter;
+* in the kernel: the offset and status flags of every file and folder it holds open under the
+  test's folders (a fork shares open file descriptions);
 * in this process: every file (content, mode, mtime, xattrs) under a test-owned folder outside
   the trial's scratch folder and under the kernel's cwd, the sqlite database file and row count,
-  and the connection count of a loopback TCP server run by the test;
+  the connection count of a loopback TCP server and of a unix socket server, the datagrams a unix
+  datagram socket received, and the host's SysV IPC objects under this run's keys;
 
 and afterwards that the notebook saw only nbrefine's own lines, that the kernel answers ``1+1``
-within a second, and that no process the kernel started is left (children of the kernel, and any
-process carrying this run's marker in its environment).
+within a second, that no process the kernel started is left (children of the kernel, and any
+process carrying this run's marker in its environment), and that once the case's cleanup ran no
+SysV IPC object under this run's keys is left in the host.
 
 ``pytest -s`` prints one line per case: name, outcome status, active hardening layers.
 A failing case here is a real sandbox escape: the assertions state the safe behaviour.
@@ -45,6 +49,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import adversarial_cases
 from adversarial_cases import CASES, Case
 from fake_anthropic import FakeAnthropic
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel, children_of, collect, read_proc_stat
@@ -54,6 +59,10 @@ pytestmark = pytest.mark.timeout(120)
 SERVICE_TOKEN = "svc-" + secrets.token_hex(16)  # in the kernel's environment as MY_SERVICE_TOKEN
 RUN_MARK = "adv-" + secrets.token_hex(8)  # in the kernel's environment as NBREFINE_ADV_RUN
 LEAK = "ADV-LEAK"
+HISTORY_TOKEN = "NBHIST-" + secrets.token_hex(12)  # planted as an earlier session's input
+# SysV keys of this run (16 of them from IPC_KEY_BASE): SHM, MSG, then the ones a candidate may leak.
+IPC_KEY_BASE = 0x4E000000 | (int(RUN_MARK[-6:], 16) << 4)
+SHM_KEY, MSG_KEY, LEAK_KEY = IPC_KEY_BASE, IPC_KEY_BASE + 1, IPC_KEY_BASE + 4
 TRIGGER = 'raise ValueError("trigger")'
 OUTPUT_CAP = 1_000_000  # nbrefine.sandbox.trial.OUTPUT_CAP
 
@@ -101,6 +110,7 @@ import os, sys, json, sqlite3, mmap, builtins
 import numpy as np
 import pandas as pd
 os.chdir(@CWD@)
+_adv_watched = (@OUTSIDE@, @CWD@, @DBDIR@)  # the kernel's open files there: offsets, flags
 lst = [1, 2, 3]
 dct = {"a": 1, "b": [1, 2]}
 df = pd.DataFrame({"x": [1, 2, 3], "y": ["p", "q", "r"]})
@@ -132,6 +142,21 @@ def _adv_fingerprint():
         except Exception as err:
             return f"ERROR {type(err).__name__}: {err}"
 
+    def open_files():
+        import fcntl as _f, stat as _st
+
+        found = {}
+        for name in _os.listdir("/proc/self/fd"):
+            try:
+                target = _os.readlink(f"/proc/self/fd/{name}")
+                mode = _os.fstat(int(name)).st_mode
+                if target.startswith(_adv_watched) and (_st.S_ISREG(mode) or _st.S_ISDIR(mode)):
+                    offset = _os.lseek(int(name), 0, _os.SEEK_CUR)
+                    found[name] = [target, offset, _f.fcntl(int(name), _f.F_GETFL)]
+            except OSError:
+                continue
+        return found
+
     skip = {"In", "Out", "get_ipython", "exit", "quit", "open"}
     names = sorted(k for k in g if not k.startswith("_") and k not in skip)
     pd = _sys.modules["pandas"]
@@ -162,6 +187,7 @@ def _adv_fingerprint():
         "modules": {m: id(_sys.modules.get(m)) for m in watched},
         "json_attrs": safe(lambda: h(sorted((k, id(v)) for k, v in vars(_sys.modules["json"]).items()))),
         "sigint": repr(_s.getsignal(_s.SIGINT)),
+        "open_files": safe(open_files),
     }
 """
 
@@ -219,6 +245,25 @@ def marked_processes() -> dict[int, str]:
     return found
 
 
+def pid_ones(kernel_pid: int) -> dict[int, str]:
+    """pid 1 of a PID namespace that one of this kernel's snapshots prepared for its trials (a
+    small interpreter of its own, with no environment to carry this run's marker)."""
+    needle = b"nbrefine-pid1 of snapshot "
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if needle in cmdline and cmdline.rstrip(b"\0").endswith(f" of {kernel_pid}".encode()):
+            stat = read_proc_stat(int(entry))
+            found[int(entry)] = stat[0] if stat else "?"
+    return found
+
+
 # --------------------------------------------------------------------------- the kernel
 
 
@@ -228,32 +273,32 @@ Kernel = RealKernel
 # --------------------------------------------------------------------------- the world
 
 
-class CountingServer:
-    """A loopback TCP server that accepts and counts connections (and closes them)."""
+class _Counter:
+    """A socket served by a thread that counts what arrives: connections or datagrams."""
 
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(128)
+    def __init__(self, sock: socket.socket, name: str) -> None:
+        self.sock = sock
         self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
         self.count = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="adv-counting-server", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
+
+    def _take_one(self) -> None:
+        conn, _ = self.sock.accept()
+        conn.close()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
             try:
-                conn, _ = self.sock.accept()
+                self._take_one()
             except TimeoutError:
                 continue
             except OSError:
                 return
             with self._lock:
                 self.count += 1
-            conn.close()
 
     def connections(self, settle: float = 0.05) -> int:
         time.sleep(settle)
@@ -266,20 +311,76 @@ class CountingServer:
         self.sock.close()
 
 
-class UnixCountingServer(CountingServer):
+class CountingServer(_Counter):
+    """A loopback TCP server that accepts and counts connections (and closes them)."""
+
+    def __init__(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+        super().__init__(sock, "adv-counting-server")
+
+
+class UnixCountingServer(_Counter):
     """The same, on a unix socket with a path (like docker.sock, D-Bus or an ipc kernel)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
-        self.sock.listen(128)
-        self.sock.settimeout(0.1)
-        self.count = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="adv-unix-server", daemon=True)
-        self._thread.start()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(path))
+        sock.listen(128)
+        super().__init__(sock, "adv-unix-server")
+
+
+class UnixDatagramCounter(_Counter):
+    """A unix datagram socket with a path (like /dev/log or systemd's notify socket): counts datagrams."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(str(path))
+        super().__init__(sock, "adv-dgram-server")
+
+    def _take_one(self) -> None:
+        self.sock.recv(65536)
+
+
+_IPC_STABLE = {"shm": ("size",), "msg": ("cbytes", "qnum"), "sem": ("nsems",)}
+_IPC_ID = {"shm": "shmid", "msg": "msqid", "sem": "semid"}
+
+
+def sysv_objects() -> dict[str, dict[str, dict[str, str]]]:
+    """The host's SysV IPC objects under this run's keys (shm, msg, sem), with their stable fields."""
+    found: dict[str, dict[str, dict[str, str]]] = {}
+    for kind, stable in _IPC_STABLE.items():
+        found[kind] = {}
+        try:
+            with open(f"/proc/sysvipc/{kind}") as fh:
+                header, *lines = fh.read().splitlines()
+        except OSError:
+            continue
+        names = header.split()
+        for line in lines:
+            row = dict(zip(names, line.split(), strict=False))
+            if IPC_KEY_BASE <= int(row["key"]) < IPC_KEY_BASE + 16:
+                found[kind][f"key {int(row['key']):#x} id {row[_IPC_ID[kind]]}"] = {k: row[k] for k in stable}
+    return found
+
+
+def remove_sysv_objects() -> None:
+    """IPC_RMID whatever a red run left under this run's keys (the host's namespace)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    remove = {"shm": libc.shmctl, "msg": libc.msgctl, "sem": libc.semctl}
+    for kind, objects in sysv_objects().items():
+        for label in objects:
+            ident = int(label.rsplit(" ", 1)[1])
+            if kind == "sem":
+                remove[kind](ident, 0, 0)  # semctl(id, semnum, IPC_RMID)
+            else:
+                remove[kind](ident, 0, None)
 
 
 @dataclass
@@ -292,7 +393,26 @@ class World:
     home: Path
     big: Path
     userver: UnixCountingServer
+    dgram: UnixDatagramCounter
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def history(self) -> Path:
+        """The kernels' IPython history database (IPYTHONDIR is ``root/ipython``)."""
+        return self.root / "ipython" / "profile_default" / "history.sqlite"
+
+    @property
+    def elsewhere(self) -> Path:
+        """A history database a user put elsewhere (HistoryManager.hist_file)."""
+        return self.root / "elsewhere" / "kept-history.db"
+
+    def plant_history(self, database: Path) -> None:
+        """An earlier session typed HISTORY_TOKEN: written from this process, so that the kernel
+        never holds it in memory (only its history database does)."""
+        with contextlib.closing(sqlite3.connect(database, timeout=20)) as con, con:
+            session = (con.execute("SELECT MAX(session) FROM history").fetchone()[0] or 0) + 1000
+            source = f"token = {HISTORY_TOKEN!r}"
+            con.execute("INSERT INTO history VALUES (?, 1, ?, ?)", (session, source, source))
 
     def substitute(self, code: str, kernel_pid: int) -> str:
         return (
@@ -305,6 +425,12 @@ class World:
             .replace("@HOME@", str(self.home))
             .replace("@USOCK@", str(self.userver.path))
             .replace("@BIG@", repr(str(self.big)))
+            .replace("@UDGRAM@", str(self.dgram.path))
+            .replace("@SHMKEY@", hex(SHM_KEY))
+            .replace("@MSGKEY@", hex(MSG_KEY))
+            .replace("@LEAKKEY@", hex(LEAK_KEY))
+            .replace("@RUN@", RUN_MARK)
+            .replace("@ELSEWHERE@", repr(str(self.elsewhere)))
         )
 
     def restore(self) -> None:
@@ -375,8 +501,9 @@ def fake() -> Iterator[FakeAnthropic]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("adversarial")
-    outside, cwd, dbdir, home, big = (root / n for n in ("outside", "kernel-cwd", "db", "home", "big"))
-    for folder in (outside, cwd, dbdir, home, big):
+    names = ("outside", "kernel-cwd", "db", "home", "big", "elsewhere")
+    outside, cwd, dbdir, home, big, elsewhere = (root / n for n in names)
+    for folder in (outside, cwd, dbdir, home, big, elsewhere):
         folder.mkdir()
     for rel, content in HOME_FILES.items():
         (home / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -384,11 +511,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (home / ".ssh" / "id_rsa").chmod(0o600)
     server = CountingServer()
     userver = UnixCountingServer(root / "service.sock")
-    w = World(root, outside, cwd, dbdir / "kernel.sqlite", server, home, big, userver)
+    dgram = UnixDatagramCounter(root / "datagram.sock")
+    w = World(root, outside, cwd, dbdir / "kernel.sqlite", server, home, big, userver, dgram)
     w.restore()
     yield w
     server.close()
     userver.close()
+    dgram.close()
+    remove_sysv_objects()
     if w.rows:
         width = max(len(r["name"]) for r in w.rows)
         print("\n\nadversarial cases:")
@@ -456,6 +586,8 @@ def kernel(module_kernel: Kernel, fake: FakeAnthropic, world: World) -> Iterator
         STATE_SETUP.replace("@CWD@", _q(world.cwd))
         .replace("@DATA@", _q(world.outside / "data.bin"))
         .replace("@DB@", _q(world.db))
+        .replace("@OUTSIDE@", _q(world.outside))
+        .replace("@DBDIR@", _q(world.db.parent))
     )
     module_kernel.ok(state + "\n" + PROBE)
     fake.reset()
@@ -474,7 +606,24 @@ def snapshot_state(kernel: Kernel, world: World) -> dict[str, Any]:
         "db_rows": world.db_rows(),
         "connections": world.server.connections(),
         "unix_connections": world.userver.connections(0),
+        "unix_datagrams": world.dgram.connections(0),
+        "sysvipc": sysv_objects(),
     }
+
+
+def kept_open(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Compare the offsets and flags of the files the kernel held open all through the case only:
+    the kernel itself closes the previous case's (its memmap, its sqlite connection) whenever it
+    lets go of the previous session, and no trial can open or close a descriptor of the kernel's."""
+    files = [state["kernel"].get("open_files") for state in (before, after)]
+    if not all(isinstance(found, dict) for found in files):
+        return
+    first, second = files
+    common = {fd for fd in first if fd in second and first[fd][0] == second[fd][0]}
+    for state in (before, after):
+        state["kernel"]["open_files"] = {
+            fd: v for fd, v in state["kernel"]["open_files"].items() if fd in common
+        }
 
 
 def diff(before: Any, after: Any, path: str = "") -> list[str]:
@@ -521,7 +670,7 @@ def wait_no_strays(kernel: Kernel, within: float = 5.0) -> str:
         children = {pid: st for pid, st in children_of(kernel.pid).items() if not _resource_tracker(pid)}
         marked = {
             pid: st
-            for pid, st in marked_processes().items()
+            for pid, st in {**marked_processes(), **pid_ones(kernel.pid)}.items()
             if pid != kernel.pid and not _resource_tracker(pid)
         }
         if not children and not marked:
@@ -591,8 +740,11 @@ def test_adversarial_candidate(case: Case, kernel: Kernel, fake: FakeAnthropic, 
     replies = [block(code)] + ([block(case.second)] if case.second is not None else [])
     fake.script(*replies)
     attempts = len(replies)
+    ipc_at_start = sysv_objects()
     if case.setup:
         kernel.ok(world.substitute(case.setup, kernel.pid))
+    if "history" in case.name:
+        world.plant_history(world.elsewhere if "elsewhere" in case.name else world.history)
     before = snapshot_state(kernel, world)
     if "@BIGSETUP@" in case.setup:
         before["big"] = kernel.value(BIG_PROBE)
@@ -662,6 +814,7 @@ def test_adversarial_candidate(case: Case, kernel: Kernel, fake: FakeAnthropic, 
     grown = kernel_rss(kernel.pid) - rss_before
     if grown > 200 << 20:
         problems.append(f"the kernel grew by {grown >> 20} MiB during the case")
+    kept_open(before, after)
     changes = diff(before, {**after, "connections": after["connections"] - case.connections})
     problems.extend(f"changed: {c}" for c in changes)
     problems.extend(notebook_output_problems(out, session))
@@ -681,6 +834,12 @@ def test_adversarial_candidate(case: Case, kernel: Kernel, fake: FakeAnthropic, 
         problems.append(stray)
 
     problems.extend(case_specific(case, kernel, fake, world, session))
+    if case.cleanup:
+        kernel.ok(world.substitute(case.cleanup, kernel.pid))
+    left = diff(ipc_at_start, sysv_objects())
+    if left:
+        problems.extend(f"SysV IPC object left behind: {c}" for c in left)
+        remove_sysv_objects()
     assert not problems, f"[{case.name}] status={status} layers={layers}\n  " + "\n  ".join(problems)
 
 
@@ -712,6 +871,32 @@ def case_specific(
         if first["duration_s"] < 2.5:
             took = first["duration_s"]
             problems.append(f"a trial stopped at its 3 s timeout reports a duration of {took} s")
+    elif case.name.startswith("SysV:") and "@SHMKEY@" in case.code + case.setup:
+        content = kernel.value("__import__('ctypes').string_at(sysv_addr, 16).decode()")
+        if content != "SYSV-ORIG-000000":
+            problems.append(f"the kernel's SysV segment now holds {content!r}")
+    elif case.setup == adversarial_cases._OPEN_FILES_SETUP:
+        rows = kernel.value("len(list(rows_file))")
+        if rows != 5000:
+            problems.append(f"the kernel read {rows} of its 5,000 remaining rows after the trial")
+        import fcntl
+
+        with open(world.outside / "rows.csv") as probe:
+            try:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                problems.append("the trial's flock outlived it: the kernel's open file is locked")
+    elif "history" in case.name:
+        text = json.dumps(session) + "".join(json.dumps(r["json"]) for r in fake.requests)
+        for shown in (HISTORY_TOKEN, HISTORY_TOKEN.encode().hex(), HISTORY_TOKEN[7:]):
+            if shown in text:
+                problems.append("the planted history token reached the session or a prompt")
+        # The pattern is built in the kernel, so that this cell's text (its own history) never holds it.
+        kept = kernel.value("len(list(get_ipython().history_manager.search('*' + 'NBHIST' + '-*')))")
+        if not kept:
+            problems.append(
+                "the kernel's own history search no longer finds the token (its connection broke?)"
+            )
     elif case.name.startswith("print a secret"):
         requests = fake.requests
         if len(requests) != 2:
@@ -729,7 +914,20 @@ def case_specific(
         if [a["status"] for a in session["attempts"]] != ["failed", "passed"]:
             problems.append(f"attempt statuses {[a['status'] for a in session['attempts']]}")
     if first["layers"]:
-        for layer in ("fd-hygiene", "rlimits", "seccomp", "landlock", "audit-hook"):
+        # ipcns, pidns, private-dev and (the trial's or the snapshot's) userns come from the snapshot
+        # process (issue 19): no trial runs with a capability over the host, even when its
+        # runner has started a thread (then it cannot make a user namespace of its own)
+        required = (
+            "fd-hygiene",
+            "rlimits",
+            "seccomp",
+            "landlock",
+            "audit-hook",
+            "ipcns",
+            "pidns",
+            "private-dev",
+        )
+        for layer in (*required, "userns"):
             if layer not in first["layers"]:
                 problems.append(f"hardening layer {layer} was not active: {first['layers']}")
         if "--allow-network" not in case.options and "netns" not in first["layers"]:

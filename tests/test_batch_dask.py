@@ -151,7 +151,7 @@ def test_a_folder_is_repaired_on_the_cluster_and_written_here(
     assert code == 2, out + err  # the bad notebook is reported, the others ran
     assert f"on the Dask scheduler at {cluster.address} (2 workers, 2 threads)" in err
     written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.ipynb"))
-    assert written == ["a.ipynb", "b.ipynb", "logic.ipynb", "sub/c.ipynb", "sub/d.ipynb"]
+    assert written == ["a.ipynb", "b.ipynb", "logic.ipynb", "sub/c.ipynb", "sub/d.ipynb"], err
     assert all(code_sources(tmp_path / "out" / name)[1] == FIXED for name in written if name != "logic.ipynb")
     report = json.loads((tmp_path / "out/r.json").read_text())
     assert report["cluster"] == cluster.address

@@ -212,7 +212,9 @@ def test_best_of_n_prefers_a_verified_candidate_to_a_smaller_one_that_changes_th
     assert attempt.alternative_reasons == ["drops `assert total == 7`"]
 
 
-def test_the_checks_a_trial_must_run_are_counted():
+def test_a_check_dropped_from_the_runners_spec_still_runs():
+    """The checks are compiled before the candidate runs and run by the runner's own loop: a
+    candidate that walks the frames to the trial's spec and empties its checks changes nothing."""
     task, runner = make("x = 1", checks=("assert x == 2",))
     dropped = (
         "import sys\nframe = sys._getframe()\nwhile 'spec' not in frame.f_locals:\n    frame = frame.f_back\n"
@@ -221,5 +223,5 @@ def test_the_checks_a_trial_must_run_are_counted():
     result, _ = run(task, runner, [block(dropped), block("x = 2")])
     assert result.status == "fixed" and result.fixed_code == "x = 2"
     first = result.attempts[0]
-    assert first.passed and first.outcome.checks_total == 0  # the forge did drop the check
-    assert "reaches into the sandbox: sys._getframe" in first.changes_checks
+    assert not first.passed and first.outcome.checks_total == 1
+    assert [(f.error_type, f.where) for f in first.outcome.check_failures] == [("AssertionError", "check 1")]

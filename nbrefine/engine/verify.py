@@ -2,10 +2,12 @@
 
 A trial that passed proves something only if the candidate left the checks alone. A candidate
 can pass cheaply by deleting the failing assert, by hiding the failure in ``try/except
-Exception: pass``, or by reaching into nbrefine or the trial process (``import nbrefine.sandbox as
-s; s.run_checks = ...``, the trial's own frames, its file descriptors). :class:`Gate` reads the
-candidate next to the original cell and says why a pass does not count ("" when it does); the
-loop then shows the attempt as "changes the checks" and keeps looking for a verified one.
+Exception: pass``, by reaching into nbrefine or the trial process (``import nbrefine.sandbox as
+s; s.run_checks = ...``, the trial's own frames, its file descriptors), by comparing with
+``unittest.mock.ANY``, or by defining itself the function an assert of the cell calls.
+:class:`Gate` reads the candidate next to the original cell and says why a pass does not count
+("" when it does); the loop then shows the attempt as "changes the checks" and keeps looking for
+a verified one.
 
 A pass from the snapshot (the state before the cell ran) also says nothing about the live state
 when the failed run, or a later cell, changed in place an object the fix reads. Accept compares
@@ -17,8 +19,14 @@ A cell being repaired for a SyntaxError does not parse; the gate still reads wha
 (leniently: its chunks that parse, the lines and tokens of those that do not), so that an ``eval``
 or an assert the cell had is not held against its fix.
 
-This is a tripwire for the forms a model writes, not a proof: code that runs in its own trial
-process can in principle lie about its result (the README says what else holds).
+What the text cannot show, the trial reports in ``outcome.suspect``: an assert or a check compared
+an object whose class's comparison methods are not the built-in ones of a trusted type (see
+:mod:`nbrefine.sandbox.execute`); a suspect pass never counts (:meth:`Gate.__call__`), in the loop
+and when Accept trial-runs a fix again from the live state.
+
+The text checks are a tripwire for the forms a model writes, not a proof. The trial's status is
+observed rather than reported by the code under trial (:mod:`nbrefine.sandbox.execute` says how,
+and what does not hold; so does the README).
 
 May import: the standard library and :mod:`nbrefine.sandbox`.
 """
@@ -120,6 +128,7 @@ class Gate:
         reasons = _dropped_asserts([*_asserts(old_tree), *_assert_lines(broken)], new_tree, self.blamed)
         reasons += _blanket_handlers(old_tree, new_tree, self.failing_lines)
         reasons += _added_reaches(old_tree, broken, new_tree)
+        reasons += _redefined_predicates(old_tree, new_tree)
         return list(dict.fromkeys(reasons))
 
 
@@ -428,6 +437,42 @@ def _broken_reaches(lines: Sequence[str], aliases: Mapping[str, str]) -> Counter
     return found
 
 
+def _defined(tree: ast.Module) -> set[str]:
+    """The names the code defines (``def``, ``class``, assignments) outside functions and classes."""
+    defined: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return defined
+
+
+def _redefined_predicates(old: ast.Module, new: ast.Module) -> list[str]:
+    """An assert of the cell whose test is a call (``assert is_valid(rows)``): the candidate may not
+    define that function itself when the cell did not (it would be the check's own predicate)."""
+    called = {
+        node.test.func.id
+        for node, _ in _asserts(old)
+        if isinstance(node.test, ast.Call) and isinstance(node.test.func, ast.Name)
+    }
+    if not called:
+        return []
+    before, after = _defined(old), _defined(new)
+    return [
+        f"defines `{name}` itself, which the cell's `assert {name}(...)` calls"
+        for name in sorted(called & after - before)
+    ]
+
+
 _LAYOUT = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER,
                      tokenize.INDENT, tokenize.DEDENT})  # fmt: skip
 _BRACKETS = {"(": ")", "[": "]", "{": "}"}
@@ -507,7 +552,14 @@ def _mention(module: str) -> str:
     return "mentions nbrefine" if module == "nbrefine" else f"reaches into the sandbox: {module}"
 
 
+_EQUAL_TO_ANYTHING = "compares with unittest.mock.ANY, which is equal to anything"
+_MOCK_MODULES = frozenset({"unittest.mock", "mock"})
+
+
 def _why_import(node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    mocking = isinstance(node, ast.ImportFrom) and node.module in _MOCK_MODULES
+    if mocking and any(alias.name in ("ANY", "_ANY", "*") for alias in node.names):
+        yield _EQUAL_TO_ANYTHING
     modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
     for module in modules:
         if _top_module(module) == "nbrefine":
@@ -523,6 +575,10 @@ def _why_import(node: ast.Import | ast.ImportFrom) -> Iterator[str]:
 
 def _why_attribute(node: ast.Attribute, aliases: Mapping[str, str]) -> Iterator[str]:
     owner = aliases.get(node.value.id, "") if isinstance(node.value, ast.Name) else ""
+    if node.attr in ("ANY", "_ANY") and (
+        owner in ("unittest", "mock") or ast.unparse(node.value).split(".")[-1] == "mock"
+    ):
+        yield _EQUAL_TO_ANYTHING
     if node.attr in _FRAME_ATTRS:
         yield f"reaches into the sandbox: {_clip(ast.unparse(node), 40)}"
     elif node.attr in _MODULE_CALLS.get(owner, frozenset()):

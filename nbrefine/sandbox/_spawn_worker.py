@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from .execute import trial_child
+from .hardening import enter_user_namespace
 from .trial import TrialSpec
 from .wire import HEADER, read_exact, reason, write_msg
 
@@ -90,6 +91,8 @@ def main() -> None:
     try:
         meta = pickle.loads(_read_frame(_STDIN))
         result_fd = int(meta["result_fd"])
+        if meta["options"].harden and sys.platform.startswith("linux"):
+            enter_user_namespace()  # before the values load: they may start threads
         sys.path.extend(entry for entry in meta["sys_path"] if entry not in sys.path)
         linecache.cache.update(meta["sources"])
         namespace, failed = _load(_STDIN, meta)

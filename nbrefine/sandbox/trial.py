@@ -25,7 +25,11 @@ __all__ = [
 ]
 
 OUTPUT_CAP = 1_000_000  # characters of stdout/stderr kept per trial
-FLOOD_LIMIT = 50_000_000  # characters of output after which the trial is stopped
+#: Characters of output after which a trial is stopped. Fork and spawn trials write their
+#: ``sys.stdout``/``sys.stderr`` straight to files (no Python object of the runner behind them
+#: the candidate could reach): there, the trial's file size limit (``TrialPolicy.file_size_mb``)
+#: is what stops a flood, as ``output_limit``.
+FLOOD_LIMIT = 50_000_000
 
 #: How a trial ended: ``passed``; ``failed`` (an exception or a failed assert/check); ``timeout``
 #: (wall clock); ``cpu_limit``, ``memory_limit``, ``output_limit``; ``refused`` (the sandbox policy
@@ -76,8 +80,12 @@ class TrialOutcome:
     detail: str = ""
     started_at: float = 0.0
     layers: tuple[str, ...] = ()  # sandbox hardening layers that were active
-    #: why a ``passed`` cannot be trusted as verified ("" when nothing was seen), e.g. a check
-    #: whose operands are of a class the candidate itself defined
+    #: why a ``passed`` cannot be trusted as verified ("" when nothing was seen): an assert or a
+    #: check compared an object whose class's comparison (truth, container, arithmetic...) methods
+    #: are not the built-in ones of a trusted type, or are no longer what they were when the trial
+    #: started (``unittest.mock.ANY``, a ``float`` subclass with an ``__eq__`` of its own, whoever
+    #: defined it); or a function it calls was replaced. The reporter of the trial sets it; a
+    #: suspect pass is never verified (:class:`nbrefine.engine.verify.Gate`)
     suspect: str = ""
 
     @property

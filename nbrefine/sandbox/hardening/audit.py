@@ -48,6 +48,11 @@ _NETWORK_EVENTS = ("socket.connect", "socket.sendto", "socket.sendmsg", "socket.
 
 
 _WRITABLE_HINT = "only the trial's scratch folder and a private view of the working folder are writable"
+_SIGNAL_HINT = "trials may only signal themselves"
+_GROUP_HINT = (
+    " (os.kill(os.getpid(), ...)): 0 is the whole process group, and in a trial also what"
+    " os.getppid() answers (its parent is outside its PID namespace)"
+)
 
 
 def make_audit_hook(
@@ -89,7 +94,12 @@ def make_audit_hook(
             raise PolicyRefusal(event, "the network is off; %%refine --allow-network turns it on")
         elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
             target = args[0] if args else None
+            if event == "os.kill" and isinstance(target, int) and target <= 0:
+                # 0 is the whole process group (the kernel's, in a confined live run), and what
+                # os.getppid() answers in a trial (its parent is outside the trial's PID namespace):
+                # "kill my parent" must neither reach the group nor kill the trial itself.
+                raise PolicyRefusal(f"{event} of process {target}", _SIGNAL_HINT + _GROUP_HINT)
             if isinstance(target, int) and target not in (own_pid, 0) and event != "signal.pthread_kill":
-                raise PolicyRefusal(f"{event} of process {target}", "trials may only signal themselves")
+                raise PolicyRefusal(f"{event} of process {target}", _SIGNAL_HINT)
 
     return hook

@@ -9,7 +9,11 @@ from dataclasses import dataclass
 
 from ..._errors import PolicyRefusal
 
-__all__ = ["PolicyRefusal", "TrialPolicy"]
+__all__ = ["DEVICES", "PolicyRefusal", "TrialPolicy"]
+
+#: What a trial finds in /dev (a tmpfs of the snapshot's own, or, where that could not be mounted,
+#: all that Landlock leaves readable of the host's): no disk, /dev/kvm, /dev/userfaultfd or tty0.
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "fd", "stdin", "stdout", "stderr", "shm")
 
 
 @dataclass(frozen=True)
