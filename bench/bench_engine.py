@@ -183,7 +183,7 @@ def _bench_report():
 def _bench_breakdown(cell, reps=5):
     """Replays, step by step, what %%refine does between the failed run and the first request."""
     try:
-        from nbrefine.ipython import magics as _m
+        from nbrefine.ipython import repairs as _m
         from nbrefine.engine import job as _job
         from nbrefine.grounding.scope import global_names
         from nbrefine.grounding.capture import capture_failure

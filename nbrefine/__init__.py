@@ -76,7 +76,11 @@ _LOADED: dict[int, tuple[Any, Any]] = {}
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext nbrefine``: register the magics and the ``Refine`` configurable."""
+    """``%load_ext nbrefine``: register the magics and the ``Refine`` configurable.
+
+    Only the settings and the light magics are imported here (bench/bench_load.py times it);
+    the engine, the sandbox, the providers and their SDKs wait for the first repair, so loading
+    the extension and the passing cells after it stay as fast as without it (issue 20)."""
     from .engine.config import Refine
     from .ipython.magics import RefineMagics  # IPython adapters load only when the extension does
 

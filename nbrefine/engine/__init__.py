@@ -11,10 +11,13 @@
 - :mod:`.job`: :class:`JobBuilder`, a failing cell's :class:`RefineJob` assembled without IPython
   (sandbox choice, grounding, provider and cache, budget) from a :class:`KernelAccess`;
 - :mod:`.provenance`: the record an accepted fix leaves in its cell's metadata;
-- :mod:`.config`: ``Refine``, the settings (imported as ``nbrefine.engine.config.Refine``).
+- :mod:`.config`: ``Refine``, the settings (imported as ``nbrefine.engine.config.Refine``);
+- :mod:`.modes`: the names of the teaching modes (the settings and the ``%%refine`` options declare them).
 
-Code outside the engine imports from this package (``from nbrefine.engine import refine``);
-the modules of the engine import each other by module, never through this file.
+Code outside the engine imports from this package (``from nbrefine.engine import refine``),
+which imports the module of a name at its first use (``%load_ext nbrefine`` reads only
+:mod:`.config` and :mod:`.modes`); the modules of the engine import each other by module,
+never through this file.
 
 May import: the standard library, :mod:`nbrefine._errors`, :mod:`nbrefine._argparse` and the
 layers below (:mod:`nbrefine.sandbox`, :mod:`nbrefine.providers`, :mod:`nbrefine.grounding`); never
@@ -24,70 +27,167 @@ CLI, batch and reports).
 
 from __future__ import annotations
 
-from .cost import PRICES, Usage, price_of, total, usage_of
-from .job import (
-    CellRun,
-    JobBuilder,
-    KernelAccess,
-    budget_check,
-    partial_run_note,
-    undo_rebinds,
-)
-from .loop import LoopConfig, normalize_code, refine, verifier_for
-from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
-from .provenance import FixProvenance, fix_provenance, read_provenance
-from .session import (
-    RefineJob,
-    RefineSession,
-    SessionStateError,
-    UnverifiedFixError,
-    attempt_mark,
-    attempt_outcome,
-    count_tries,
-    describe_failure,
-    last_session,
-    plain_summary,
-    provider_failed,
-    session_for_request,
-)
-from .state import (
-    KernelState,
-    add_to_kernel,
-    apply_policy_line,
-    cached,
-    current,
-    install_notebook_policy,
-    kernel_gate,
-    kernel_ledger,
-    kernel_usage,
-)
-from .teaching import (
-    MODES,
-    TEACHING_MODES,
-    HintLedger,
-    OfflineTutor,
-    PolicyGate,
-    PolicyLockedError,
-    TeachingPolicy,
-    TeachingResult,
-    notebook_policy_code,
-    policy_from_notebook,
-    teach,
-)
-from .types import (
-    EVENT_KINDS,
-    STATUSES,
-    Attempt,
-    EventCallback,
-    EventKind,
-    LoopEvent,
-    LoopResult,
-    Status,
-    StopReason,
-    TrialRunner,
-    Verifier,
-)
-from .verify import Gate, drift, fingerprints_of, names_read, plain_python
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cost import PRICES, Usage, price_of, total, usage_of
+    from .job import (
+        CellRun,
+        JobBuilder,
+        KernelAccess,
+        budget_check,
+        partial_run_note,
+        undo_rebinds,
+    )
+    from .loop import LoopConfig, normalize_code, refine, verifier_for
+    from .modes import MODES, TEACHING_MODES
+    from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
+    from .provenance import FixProvenance, fix_provenance, read_provenance
+    from .session import (
+        RefineJob,
+        RefineSession,
+        SessionStateError,
+        UnverifiedFixError,
+        attempt_mark,
+        attempt_outcome,
+        count_tries,
+        describe_failure,
+        last_session,
+        plain_summary,
+        provider_failed,
+        session_for_request,
+    )
+    from .state import (
+        KernelState,
+        add_to_kernel,
+        apply_policy_line,
+        cached,
+        current,
+        install_notebook_policy,
+        kernel_gate,
+        kernel_ledger,
+        kernel_usage,
+    )
+    from .teaching import (
+        HintLedger,
+        OfflineTutor,
+        PolicyGate,
+        PolicyLockedError,
+        TeachingPolicy,
+        TeachingResult,
+        notebook_policy_code,
+        policy_from_notebook,
+        teach,
+    )
+    from .types import (
+        EVENT_KINDS,
+        STATUSES,
+        Attempt,
+        EventCallback,
+        EventKind,
+        LoopEvent,
+        LoopResult,
+        Status,
+        StopReason,
+        TrialRunner,
+        Verifier,
+    )
+    from .verify import Gate, drift, fingerprints_of, names_read, plain_python
+
+# Where each name is defined: imported there at its first use (``from nbrefine.engine import
+# refine`` works as before), so that the settings (``.config``) and the names of the modes
+# (``.modes``) load without the rest: ``%load_ext nbrefine`` and a passing cell never pay for the
+# loop, the sandbox, the grounding or the providers (issue 20). tests/test_load.py checks that this
+# table and ``__all__`` name the same things.
+_MODULE_OF: dict[str, str] = {
+    name: module
+    for module, names in (
+        (".cost", ("PRICES", "Usage", "price_of", "total", "usage_of")),
+        (
+            ".job",
+            ("CellRun", "JobBuilder", "KernelAccess", "budget_check", "partial_run_note", "undo_rebinds"),
+        ),
+        (".loop", ("LoopConfig", "normalize_code", "refine", "verifier_for")),
+        (".modes", ("MODES", "TEACHING_MODES")),
+        (".prompt", ("SYSTEM_PROMPT", "ParsedReply", "RepairTask", "build_request", "parse_reply")),
+        (".provenance", ("FixProvenance", "fix_provenance", "read_provenance")),
+        (
+            ".session",
+            (
+                "RefineJob",
+                "RefineSession",
+                "SessionStateError",
+                "UnverifiedFixError",
+                "attempt_mark",
+                "attempt_outcome",
+                "count_tries",
+                "describe_failure",
+                "last_session",
+                "plain_summary",
+                "provider_failed",
+                "session_for_request",
+            ),
+        ),
+        (
+            ".state",
+            (
+                "KernelState",
+                "add_to_kernel",
+                "apply_policy_line",
+                "cached",
+                "current",
+                "install_notebook_policy",
+                "kernel_gate",
+                "kernel_ledger",
+                "kernel_usage",
+            ),
+        ),
+        (
+            ".teaching",
+            (
+                "HintLedger",
+                "OfflineTutor",
+                "PolicyGate",
+                "PolicyLockedError",
+                "TeachingPolicy",
+                "TeachingResult",
+                "notebook_policy_code",
+                "policy_from_notebook",
+                "teach",
+            ),
+        ),
+        (
+            ".types",
+            (
+                "EVENT_KINDS",
+                "STATUSES",
+                "Attempt",
+                "EventCallback",
+                "EventKind",
+                "LoopEvent",
+                "LoopResult",
+                "Status",
+                "StopReason",
+                "TrialRunner",
+                "Verifier",
+            ),
+        ),
+        (".verify", ("Gate", "drift", "fingerprints_of", "names_read", "plain_python")),
+    )
+    for name in names
+}
+
+if not TYPE_CHECKING:  # hidden from mypy, which then checks every imported name against the block above
+
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:  # AttributeError: `from nbrefine.engine import job` then imports the submodule
+            raise AttributeError(f"module 'nbrefine.engine' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # found without __getattr__ from now on
+        return value
+
 
 __all__ = [
     "EVENT_KINDS",

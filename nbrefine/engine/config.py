@@ -6,7 +6,8 @@ configuration beats the environment, and per-cell options beat both. It lives in
 that both adapters read it: the magics (:mod:`nbrefine.ipython`) and the command line
 (:mod:`nbrefine.cli`, which maps its flags onto these traits).
 
-May import: traitlets, the standard library and (lazily) the engine's teaching policy gate.
+May import: traitlets, the standard library, the names of the modes (:mod:`.modes`) and (lazily)
+the engine's teaching policy gate.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Int, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
+
+from .modes import MODES
 
 __all__ = ["Refine"]
 
@@ -82,7 +85,7 @@ class Refine(Configurable):
         "failing cell saw (costs a fork per cell; see bench/bench_auto.py).",
     ).tag(config=True)
     mode = Enum(
-        ["fix", "hint", "explain", "graduated"],
+        list(MODES),
         default_value="fix",
         help="'fix' repairs the cell; teaching modes never show code that solves it: 'hint' (a nudge), "
         "'explain' (what the error means and where), 'graduated' (hints of rising detail on request; "

@@ -1,7 +1,7 @@
 """The IPython side of nbrefine: the only package that imports IPython, ipywidgets or comm.
 
 - :mod:`.magics`: ``%%refine`` and the ``%refine`` line commands (:mod:`.options` declares their
-  options once);
+  options once), light: :mod:`.repairs`, the engine's glue, is imported at the first repair;
 - :mod:`.auto`: automatic mode (a repair offered when any cell fails);
 - :mod:`.panel`: the review panel (ipywidgets), saying what :mod:`._panel_html` renders, styled by
   :mod:`._panel_css`;
@@ -11,5 +11,7 @@
 
 May import: IPython, ipywidgets, comm, :mod:`nbrefine.engine` and everything below it; never
 :mod:`nbrefine.cli`, :mod:`nbrefine.batch` or :mod:`nbrefine.reports`. Nothing is imported here:
-``%load_ext nbrefine`` loads :mod:`.magics` (see ``nbrefine.load_ipython_extension``).
+``%load_ext nbrefine`` loads :mod:`.magics`, :mod:`.options`, :mod:`.auto` and :mod:`.cells`, which
+import nothing of the engine but its settings at import time (see ``nbrefine.load_ipython_extension``;
+tests/test_load.py).
 """

@@ -7,30 +7,31 @@ small "Suggest a fix" button (in a terminal, a line saying to type ``%refine fix
 teaching policy, "Get a hint" (``%refine hint``) instead, never an offer of a fix. No model is
 called until the user asks, except in ``on`` mode, which the user turned on for that.
 
-Passing cells pay one attribute check (measured by ``bench/bench_auto.py``). Optionally
-(``Refine.auto_snapshot``), a snapshot of the state is forked before every cell so trials
-see what the failing cell saw; without it they start from the state the failure left, and
-the prompt says what the failed run had already bound.
+Passing cells pay one attribute check (measured by ``bench/bench_auto.py``) and import nothing:
+the engine, the sandbox and the panel are imported at the first failure (``bench/bench_load.py``,
+tests/test_load.py). Optionally (``Refine.auto_snapshot``), a snapshot of the state is forked
+before every cell so trials see what the failing cell saw (that loads the sandbox at the first
+cell); without it they start from the state the failure left, and the prompt says what the
+failed run had already bound.
 
-May import: IPython (through the shell it is given), :mod:`nbrefine.engine` and below, and
-:mod:`.panel` (lazily) and :mod:`.magics` (for types only).
+May import: IPython (through the shell it is given), :mod:`nbrefine._errors`; lazily (in the methods
+that run after a failure, or for a snapshot before every cell), :mod:`nbrefine.engine` and below
+and :mod:`.panel`; :mod:`.repairs` for types only.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RefineStop, SandboxError
-from ..engine import RefineSession, TeachingPolicy, kernel_gate, last_session
-from ..engine.state import take_confined_run
-from ..grounding.redaction import Redactor
-from ..sandbox import Snapshot
-from ..sandbox.live import arm, disarm, is_armed
 
 if TYPE_CHECKING:
-    from ..sandbox import SandboxOptions
+    from ..engine import RefineSession, TeachingPolicy
+    from ..sandbox import Snapshot
+    from .repairs import Repairs
 
 
 class RefineMagics(Protocol):
@@ -41,23 +42,8 @@ class RefineMagics(Protocol):
     settings: Any
     running: bool
 
-    def session_for_failure(
-        self,
-        raw_cell: str,
-        cell_id: str | None,
-        error: BaseException,
-        *,
-        snapshot: Snapshot | None = None,
-        before: dict[str, Any] | None = None,
-        failing_count: int | None = None,
-        request_id: str | None = None,
-    ) -> RefineSession: ...
-
-    def _request_id(self) -> str | None: ...
-
-    def start_session(self, session: RefineSession) -> None: ...
-
-    def _sandbox_options(self) -> SandboxOptions: ...
+    @property
+    def repairs(self) -> Repairs: ...
 
 
 __all__ = ["AutoMode"]
@@ -98,13 +84,20 @@ class AutoMode:
     def confine(self, info: Any) -> None:
         """A cell the frontend (or nbrefine fix) runs for an accepted fix keeps its trial's
         capabilities while it runs (nbrefine.sandbox.live)."""
+        if "nbrefine.engine.state" not in sys.modules:
+            return  # no session yet in this process, so no accepted fix to confine: import nothing
+        from ..engine.state import take_confined_run
+        from ..sandbox.live import arm
+
         policy = take_confined_run(getattr(info, "cell_id", None), getattr(info, "raw_cell", "") or "")
         if policy is not None:
             arm(policy)
 
     def record(self, result: Any) -> None:
         info = result.info
-        if info is not None and info.store_history and is_armed():
+        if info is not None and info.store_history and _armed():
+            from ..sandbox.live import disarm
+
             disarm()  # the confined run is over
         if info is not None and info.store_history:  # not %%refine's inner run, nor Accept's
             failed = not bool(getattr(result, "success", True))
@@ -152,7 +145,11 @@ class AutoMode:
             return
         self._drop_snapshot()
         try:
-            self._snapshot = Snapshot.take(self.ip.user_ns, Redactor(), self.magics._sandbox_options())
+            from ..grounding.redaction import Redactor  # the user asked for a fork before every cell
+            from ..sandbox import Snapshot
+
+            options = self.magics.repairs.sandbox_options()
+            self._snapshot = Snapshot.take(self.ip.user_ns, Redactor(), options)
             self._before = dict(self.ip.user_ns)
         except (SandboxError, OSError):
             self._snapshot = None
@@ -171,7 +168,9 @@ class AutoMode:
             return
         cell_id = getattr(info, "cell_id", None)
         count = getattr(result, "execution_count", None)
-        self.last_failure = FailedCell(raw_cell, cell_id, error, count, self.magics._request_id())
+        from ..engine import last_session  # the first failure loads the engine
+
+        self.last_failure = FailedCell(raw_cell, cell_id, error, count, self.magics.repairs.request_id())
         self._session_at_failure = last_session()
         if self.mode == "on":
             self.repair_last()
@@ -184,7 +183,11 @@ class AutoMode:
     def has_new_failure(self) -> bool:
         """Whether the latest failure is a cell that no session covers yet: a cell failed after
         the latest session was made, so ``%refine hint`` must follow it, not that session."""
-        return self.last_failure is not None and last_session() is self._session_at_failure
+        if self.last_failure is None:
+            return False  # nothing failed: no need to load the engine to know
+        from ..engine import last_session
+
+        return last_session() is self._session_at_failure
 
     def repair_last(self, failure: FailedCell | None = None) -> None:
         """Start a repair (or, under a teaching policy, the help) for the last cell that failed
@@ -196,7 +199,7 @@ class AutoMode:
         if failure is self.last_failure:  # the snapshot, if any, was taken before this cell only
             snapshot, before = self._snapshot, self._before
             self._snapshot, self._before = None, None  # the session owns them now
-        session = self.magics.session_for_failure(
+        session = self.magics.repairs.session_for_failure(
             failure.raw_cell,
             failure.cell_id,
             failure.error,
@@ -205,9 +208,11 @@ class AutoMode:
             failing_count=failure.count,
             request_id=failure.request_id,
         )
-        self.magics.start_session(session)
+        self.magics.repairs.start_session(session)
 
     def _offer(self) -> None:
+        from ..engine import kernel_gate
+
         line, label, tooltip = _offer_texts(kernel_gate().policy)
         if getattr(self.ip, "kernel", None) is None:
             print(line)
@@ -259,3 +264,12 @@ def _offer_texts(policy: TeachingPolicy) -> tuple[str, str, str]:
         "Suggest a fix",
         "nbrefine",
     )
+
+
+def _armed() -> bool:
+    """Whether a confined run is armed, without importing the sandbox when nothing could have."""
+    if "nbrefine.sandbox.live" not in sys.modules:
+        return False
+    from ..sandbox.live import is_armed
+
+    return is_armed()

@@ -10,23 +10,29 @@ notebook order; it is read defensively (it comes from outside) into
 :attr:`nbrefine.engine.state.KernelState.notebook`. Where no extension answers, the frontend
 closes the comm and the repairs read the notebook as saved, if its path is known.
 
-May import: comm, :mod:`nbrefine.engine`, :mod:`nbrefine.grounding` and the standard library.
+The messages come before every cell, passing ones too, and reading them needs the engine and the
+grounding: until the engine is loaded (the first repair loads it, and then calls
+:func:`take_told_cells`), the latest message is only kept, not read.
+
+May import: comm, the standard library; lazily, :mod:`nbrefine.engine` and :mod:`nbrefine.grounding`.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine import current
-from ..grounding.cellfacts import readonly_reason
-from ..grounding.history import NotebookCell
 from .writeback import TARGET
 
-__all__ = ["read_cells", "watch_cells"]
+if TYPE_CHECKING:
+    from ..grounding.history import NotebookCell
+
+__all__ = ["read_cells", "take_told_cells", "watch_cells"]
 
 _MAX_CELLS = 5000
 _MAX_SOURCE = 1 << 20  # a cell's source longer than this is cut (the list is for finding names)
+_UNREAD: list[Any] = []  # the data of the latest message, while the engine is not loaded
 
 
 def read_cells(data: Any) -> tuple[NotebookCell, ...] | None:
@@ -34,6 +40,9 @@ def read_cells(data: Any) -> tuple[NotebookCell, ...] | None:
     cells = data.get("cells") if isinstance(data, Mapping) else None
     if not isinstance(cells, list):
         return None
+    from ..grounding.cellfacts import readonly_reason
+    from ..grounding.history import NotebookCell
+
     out: list[NotebookCell] = []
     for cell in cells[:_MAX_CELLS]:
         if not isinstance(cell, Mapping):
@@ -67,9 +76,20 @@ def watch_cells() -> Any:
         return None
 
     def on_msg(msg: dict[str, Any]) -> None:
-        cells = read_cells((msg.get("content") or {}).get("data"))
-        if cells is not None:
-            current().notebook = cells
+        _UNREAD[:] = [(msg.get("content") or {}).get("data")]
+        if "nbrefine.engine.state" in sys.modules:  # loaded: read it now, as the repairs will need it
+            take_told_cells()
 
     comm.on_msg(on_msg)
     return comm
+
+
+def take_told_cells() -> None:
+    """Read the latest message the frontend sent, if it is not read yet, into the kernel state."""
+    if not _UNREAD:
+        return
+    from ..engine import current
+
+    cells = read_cells(_UNREAD.pop())
+    if cells is not None:
+        current().notebook = cells

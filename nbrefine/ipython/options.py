@@ -4,17 +4,18 @@ The cell options are IPython ``magic_arguments`` decorators (:func:`refine_argum
 builds the magic's parser *and* its ``%%refine?`` text from them, and ``%refine help``
 (:func:`help_text`) prints that same text, so neither can fall behind the parser. The line
 commands are one table, :data:`LINE_COMMANDS`, which the help text and the "unknown command"
-message both read. :func:`resolve` merges the options with the ``Refine`` settings into a
-:class:`CellRun`.
+message both read. (:func:`nbrefine.ipython.repairs.resolve` merges the parsed options with the
+``Refine`` settings into a ``CellRun``.)
 
-May import: IPython (the magic-argument machinery and UsageError), :mod:`nbrefine.engine`,
-:mod:`nbrefine.sandbox` (its trial policy) and the standard library.
+Declared when ``%load_ext nbrefine`` defines the magic, so nothing heavy is imported here.
+
+May import: IPython (the magic-argument machinery and UsageError), the engine's names of the modes
+(:mod:`nbrefine.engine.modes`) and the standard library.
 """
 
 from __future__ import annotations
 
 import argparse
-import shlex
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -22,11 +23,9 @@ from IPython.core import magic_arguments as _ma
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from ..engine import MODES, CellRun, PolicyLockedError, TeachingPolicy, kernel_gate
-from ..engine.config import Refine
-from ..sandbox import TrialPolicy
+from ..engine.modes import MODES
 
-__all__ = ["LINE_COMMANDS", "CellRun", "help_text", "line_usage", "refine_arguments", "resolve"]
+__all__ = ["LINE_COMMANDS", "help_text", "line_usage", "refine_arguments"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Declare = Callable[..., Callable[[Any], Any]]
@@ -123,52 +122,3 @@ def _strict(parser: argparse.ArgumentParser) -> None:
 def help_text(magic: Callable[..., Any]) -> str:
     """``%refine help``: the text ``%%refine?`` shows, without IPython's reST code-block marker."""
     return (magic.__doc__ or "").replace("::\n\n  %%refine", "usage: %%refine", 1).strip()
-
-
-def resolve(magic: Callable[..., Any], settings: Refine, line: str) -> CellRun:
-    """The options of ``line`` (parsed by ``magic``'s declared parser) over ``settings``."""
-    try:
-        words = shlex.split(line)
-    except ValueError as err:
-        raise UsageError(f"%%refine: cannot parse the options: {err}") from None
-    opts = magic.parser.parse_args(words)  # type: ignore[attr-defined]  # set by magic_arguments
-    run = CellRun(
-        provider=opts.provider or settings.provider,
-        model=opts.model if opts.model is not None else settings.model,
-        max_attempts=opts.max_attempts if opts.max_attempts is not None else settings.max_attempts,
-        timeout=opts.timeout if opts.timeout is not None else settings.timeout,
-        checks=tuple(opts.checks),
-        snapshot=settings.snapshot and not opts.no_snapshot,
-        teaching_policy=_teaching_policy(opts.mode, opts.max_hints),
-        cache=settings.response_cache and not opts.no_cache,
-        candidates=opts.candidates if opts.candidates is not None else settings.candidates,
-        trial_policy=TrialPolicy(
-            memory_mb=settings.memory_limit_mb,
-            allow_network=settings.allow_network or opts.allow_network,
-            allow_subprocess=settings.allow_subprocess or opts.allow_subprocess,
-            allow_writes=settings.allow_writes or opts.allow_writes,
-        ),
-    )
-    _check(run)
-    return run
-
-
-def _check(run: CellRun) -> None:
-    if not 1 <= run.candidates <= 8:
-        raise UsageError("%%refine: --candidates must be between 1 and 8")
-    if run.max_attempts < 1:
-        raise UsageError("%%refine: --max-attempts must be at least 1")
-    if not run.timeout > 0:
-        raise UsageError("%%refine: --timeout must be a positive number of seconds")
-    for check in run.checks:
-        try:
-            compile(check, "<check>", "exec")
-        except SyntaxError as err:
-            raise UsageError(f"%%refine: the check {check!r} is not valid Python: {err.msg}") from None
-
-
-def _teaching_policy(mode: str | None, max_hints: int | None) -> TeachingPolicy:
-    try:
-        return kernel_gate().effective(mode, max_hints)
-    except (PolicyLockedError, ValueError) as err:
-        raise UsageError(str(err)) from None

@@ -25,11 +25,10 @@ panel and the CLI adapt this package).
 from __future__ import annotations
 
 from ..._errors import PolicyLockedError
+from ..modes import MODES, TEACHING_MODES
 from .guard import GuardedReply, SnippetCheck, guard_reply
 from .hints import HintLedger, TeachingStep, next_step
 from .policy import (
-    MODES,
-    TEACHING_MODES,
     PolicyGate,
     TeachingPolicy,
     notebook_policy_code,

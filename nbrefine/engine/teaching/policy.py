@@ -16,7 +16,8 @@ once locked, ``%config`` and per-cell options can only tighten it. That lock sto
 casual loosening; it is no security boundary: anyone with access to the kernel can restart it
 without the setup cell or reach into this module.
 
-May import: the standard library, :mod:`nbrefine._errors` and :mod:`nbrefine._argparse`.
+May import: the standard library, :mod:`nbrefine._errors`, :mod:`nbrefine._argparse` and the
+engine's :mod:`~nbrefine.engine.modes` (the names of the modes).
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ from typing import Any, NoReturn
 
 from ..._argparse import StrictParser
 from ..._errors import PolicyLockedError
+from ..modes import MODES
 
-MODES: tuple[str, ...] = ("fix", "hint", "explain", "graduated")
-TEACHING_MODES: tuple[str, ...] = ("hint", "explain", "graduated")
 GRADUATED_LEVELS = 3  # hints in graduated mode when max_hints is not set
 _MODE_RANK = {"fix": 0, "graduated": 1, "hint": 2, "explain": 3}  # higher: stricter
 _META_KEYS = ("mode", "max_hints", "allow_solution", "lock", "locked")

@@ -1,7 +1,7 @@
 """The tutor's prompt: one explanation or hint, built on the repair prompt's sections.
 
 May import: the standard library, :mod:`nbrefine.grounding`, :mod:`nbrefine.providers.base`, the
-engine's repair prompt and :mod:`.hints`.
+engine's repair prompt, the names of the modes and :mod:`.hints`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from ...grounding.redaction import Redactor
 from ...grounding.text import TRUNCATED, clip
 from ...providers.base import ProviderRequest
+from ..modes import TEACHING_MODES
 from ..prompt import RepairTask, build_request
 from .hints import MAX_LEVEL
-from .policy import TEACHING_MODES
 
 TEACHING_SYSTEM_PROMPT = """\
 You are a patient, encouraging programming tutor. A student's cell in a Jupyter notebook failed. \
