@@ -102,6 +102,20 @@ def test_ipython_syntax_in_candidates_is_transformed(shell, scripted):
     assert nbrefine.last_session().status == "fixed"
 
 
+def test_the_plain_python_of_a_cell_follows_transformers_registered_later(shell):
+    """Repairs remember each cell's plain Python (the history is read many times a repair); a
+    transformer the user registers afterwards is still applied."""
+    magics = shell.magics_manager.registry["RefineMagics"]
+    repairs = magics.repairs
+    assert repairs._python("x = 1\n") == "x = 1\n"
+    shell.input_transformers_post.append(lambda lines: [line.replace("1", "2") for line in lines])
+    try:
+        assert repairs._python("x = 1\n") == "x = 2\n"
+    finally:
+        shell.input_transformers_post.pop()
+    assert repairs._python("x = 1\n") == "x = 1\n"
+
+
 @pytest.mark.parametrize(
     "options",
     ["--max-attempts 0", "--max-attempts x", "--timeout -1", "--bogus", '-t "assert ("', "--provider nope"],

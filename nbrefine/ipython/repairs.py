@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Repairs", "resolve"]
 
+_TRANSFORMED_KEPT = 2048  # cells whose plain Python is remembered (then forgotten all at once)
+
 
 class Repairs:
     """The work behind one shell's magics and automatic mode (made by ``RefineMagics.repairs``)."""
@@ -61,12 +63,23 @@ class Repairs:
         self.magics = magics
         self.ip: Any = magics.ip  # typed Any: IPython's own annotations make it Optional
         self.settings: Refine = magics.settings
+        self._transformed: dict[tuple[str, int, int, int], str] = {}  # see _python
         take_told_cells()  # what the frontend sent while the engine was not loaded yet
 
     def _python(self, code: str) -> str:
         """IPython syntax turned into Python, or the code as it is where IPython's transform
-        raises (it does on an IndentationError: the very cells being repaired)."""
-        return plain_python(code, self.ip.transform_cell)
+        raises (it does on an IndentationError: the very cells being repaired). Remembered: a
+        repair reads every cell of the history through it, some 35 times a repair (0.3 ms each)."""
+        manager = self.ip.input_transformer_manager
+        # A transformer registered later changes the answer: the key counts them.
+        key = (code, len(self.ip.input_transformers_post), len(manager.cleanup_transforms),
+               len(manager.line_transforms))  # fmt: skip
+        known = self._transformed.get(key)
+        if known is None:
+            if len(self._transformed) >= _TRANSFORMED_KEPT:
+                self._transformed.clear()
+            known = self._transformed[key] = plain_python(code, self.ip.transform_cell)
+        return known
 
     def _resolve(self, line: str) -> CellRun:
         return resolve(self.magics.declared(), self.settings, line)
