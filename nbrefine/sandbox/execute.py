@@ -57,6 +57,7 @@ import asyncio
 import builtins
 import collections
 import contextlib
+import dataclasses
 import dis
 import errno
 import faulthandler
@@ -78,9 +79,9 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..grounding import Failure, Redactor, capture_failure, summarize_value
-from .hardening import PolicyRefusal, Prepared, harden
+from .hardening import PolicyRefusal, Prepared, TrialPolicy, harden, limit_cpu_seconds
 from .trial import TRIAL_STATUSES, SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
-from .wire import HEADER
+from .wire import HEADER, read_msg
 
 try:  # to overwrite the caller's copy of the report token in this process (never elsewhere)
     import ctypes
@@ -89,7 +90,7 @@ try:  # to overwrite the caller's copy of the report token in this process (neve
 except (ImportError, AttributeError):  # pragma: no cover - a Python without ctypes
     _MEMMOVE = None
 
-__all__ = ["enter_child", "execute_trial", "run_checks", "trial_child"]
+__all__ = ["enter_child", "execute_trial", "run_checks", "spare_child", "spare_order", "trial_child"]
 
 R = TypeVar("R")
 
@@ -915,7 +916,7 @@ def _reporter(box: list[Any]) -> None:
     name; once the candidate runs it calls only C functions, on bytes it read itself, and makes no
     object the garbage collector tracks (a collection here could run a finalizer of the
     candidate's on this thread, next to the token): no tuple, list, slice or iterator."""
-    (token, write_fd, inbox, out_fd, err_fd, cap, checks_total, slot, registered, ack, copied, taint,
+    (token, write_fd, inbox, out_fd, err_fd, cap, counts, slot, registered, ack, copied, taint,
      suspect_line, verified_line, run_code, statuses, args_of, outcome_class, limit, read, write, pread,
      lseek, exit_, pack, from_bytes, len_, next_, gc_disable, gc_freeze,
      BaseException_) = box.pop()  # fmt: skip
@@ -925,6 +926,7 @@ def _reporter(box: list[Any]) -> None:
         token = None
         copied.release()
         registered.acquire()
+        checks_total = counts[0] if len_(counts) else 0  # given with the candidate, before it runs
         frame = slot[1] if len_(slot) > 1 else None
         if frame is not None and frame.f_code is not run_code:  # read before the candidate runs
             frame = None
@@ -1201,16 +1203,12 @@ def _message(outcome: TrialOutcome | None, detail: str = "") -> bytes:
     return b"NBRM" + sizes + said + why + body
 
 
-def trial_child(
-    write_fd: int,
-    spec: TrialSpec,
-    namespace: dict[str, Any],
-    redactor: Redactor,
-    options: SandboxOptions,
-    scratch: str,
-    token: bytes,
-    prepared: Prepared | None = None,
-) -> None:
+_Streams = tuple[Any, Any, int, int]  # the output and error files, the reporter's inbox and outbox
+_Hand = tuple[Any, Any, Any, Any, list[int]]  # shared with the reporter: slot, locks, taint, checks' count
+
+
+def _private_streams(scratch: str) -> _Streams:
+    """The trial's own streams (files in its scratch folder), input refused, temp files in scratch."""
     enter_child()
     capture = open(os.path.join(scratch, ".trial-output"), "w+b")  # noqa: SIM115 - lives until os._exit
     os.dup2(capture.fileno(), 1)
@@ -1222,44 +1220,154 @@ def trial_child(
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = scratch
     inbox, outbox = os.pipe()
+    return capture, errors, inbox, outbox
 
-    # The reporter thread starts after the hardening: a process that has started a thread can
-    # enter no user namespace of its own, and seccomp and Landlock confine the thread that
-    # installs them and the threads it starts. It takes the token; the copy its callers keep is
-    # overwritten before the candidate runs.
+
+def _harden_trial(
+    policy: TrialPolicy,
+    timeout_s: float | None,
+    redactor: Redactor,
+    options: SandboxOptions,
+    scratch: str,
+    keep: set[int],
+    prepared: Prepared | None,
+) -> list[str]:
+    return harden(
+        policy,
+        scratch,
+        timeout_s=timeout_s,
+        keep_fds=keep,
+        hidden_paths=options.hidden_paths,
+        is_secret_env=redactor.is_secret_env,
+        prepared=prepared,
+    )
+
+
+def _keep(write_fd: int, streams: _Streams) -> set[int]:
+    """The descriptors a trial keeps through fd hygiene."""
+    capture, errors, inbox, outbox = streams
+    return {write_fd, capture.fileno(), errors.fileno(), inbox, outbox}
+
+
+def trial_child(
+    write_fd: int,
+    spec: TrialSpec,
+    namespace: dict[str, Any],
+    redactor: Redactor,
+    options: SandboxOptions,
+    scratch: str,
+    token: bytes,
+    prepared: Prepared | None = None,
+) -> None:
+    streams = _private_streams(scratch)
+    layers: list[str] = []
+    hidden: dict[str, Any] = {}
+    if options.harden:
+        keep = _keep(write_fd, streams)
+        layers = _harden_trial(spec.policy, spec.timeout_s, redactor, options, scratch, keep, prepared)
+        hidden = _hide_nbrefine()
+    hand = _start_reporter(write_fd, options, token, streams)
+    _run_reported(spec, namespace, redactor, streams, hand, tuple(layers), hidden)
+
+
+def spare_child(
+    write_fd: int,
+    spec_fd: int,
+    policy: TrialPolicy,
+    namespace: dict[str, Any],
+    redactor: Redactor,
+    options: SandboxOptions,
+    scratch: str,
+    token: bytes,
+    prepared: Prepared | None,
+) -> None:
+    """A trial made ahead of its candidate (the snapshot process keeps one, where trials are
+    hardened): the streams, every layer :func:`trial_child` applies for ``policy`` in the same
+    order, nbrefine hidden and the reporter thread started; only the CPU seconds wait for the
+    candidate (they depend on its timeout, and must not count the wait). Then it waits for its
+    spec on ``spec_fd`` (see :func:`spare_order`) and goes on exactly as :func:`trial_child` does.
+    Returns, having run nothing, when the snapshot closes first."""
+    streams = _private_streams(scratch)
+    keep = {*_keep(write_fd, streams), spec_fd}
+    layers = _harden_trial(policy, None, redactor, options, scratch, keep, prepared)
+    hidden = _hide_nbrefine()
+    hand = _start_reporter(write_fd, options, token, streams)
+    spec = _spec_for(spec_fd, policy)
+    if spec is not None:
+        layers = limit_cpu_seconds(spec.policy, spec.timeout_s, layers)
+        _run_reported(spec, namespace, redactor, streams, hand, tuple(layers), hidden)
+
+
+def spare_order(spec: TrialSpec) -> dict[str, Any]:
+    """What the snapshot sends its spare: the spec's fields but the policy (the spare runs its
+    own, the one it was hardened for; the snapshot hands it only specs of that policy). Plain
+    values only, so that the spare unpickles them with no class at all."""
+    order = {field.name: getattr(spec, field.name) for field in dataclasses.fields(spec)}
+    del order["policy"]
+    return order
+
+
+def _spec_for(spec_fd: int, policy: TrialPolicy) -> TrialSpec | None:
+    """The spare's spec, read whole before any of it runs; None when the pipe closed first.
+
+    Only the snapshot writes this pipe (it closes its end once the order is written; a trial
+    forked meanwhile has its copy replaced by /dev/null before its candidate runs, a fork pickling
+    values closes it); even so, the order is unpickled as untrusted (no class, no callable), and a
+    malformed one ends the spare."""
+    try:
+        order = read_msg(spec_fd, None)
+    except (EOFError, OSError):
+        return None
+    except Exception:
+        os._exit(70)
+    finally:
+        os.close(spec_fd)  # the candidate holds nothing a trial forked on demand does not
+    try:
+        return TrialSpec(**order, policy=policy)
+    except TypeError:
+        os._exit(70)
+
+
+def _start_reporter(write_fd: int, options: SandboxOptions, token: bytes, streams: _Streams) -> _Hand:
+    """Start the reporter thread, once the hardening is done (a process that has started a thread
+    can enter no user namespace of its own, and seccomp and Landlock confine the thread that
+    installs them and the threads it starts), and before anything of the candidate is known: it
+    needs only the checks' count, given with the candidate. It takes the token; the copy its
+    callers keep is overwritten here."""
+    capture, errors, inbox, _ = streams
     slot: list[Any] = []
     registered, ack, copied = _thread.allocate_lock(), _thread.allocate_lock(), _thread.allocate_lock()
     for lock in (registered, ack, copied):
         lock.acquire()
     taint = itertools.count()
+    counts: list[int] = []
     box = [(
-        token, write_fd, inbox, capture.fileno(), errors.fileno(), options.output_cap, len(spec.checks),
+        token, write_fd, inbox, capture.fileno(), errors.fileno(), options.output_cap, counts,
         slot, registered, ack, copied, taint, _SUSPECT_LINE, _VERIFIED_LINE, _run.__code__, TRIAL_STATUSES,
         dict(_PICKLE_ARGS), _OUTCOME_CLASS, _INBOX_LIMIT, os.read, os.write, os.pread, os.lseek, os._exit,
         HEADER.pack, int.from_bytes, len, next, gc.disable, gc.freeze, BaseException,
     )]  # fmt: skip
-
-    layers: tuple[str, ...] = ()
-    hidden: dict[str, Any] = {}
-    if options.harden:
-        layers = tuple(
-            harden(
-                spec.policy,
-                scratch,
-                timeout_s=spec.timeout_s,
-                keep_fds={write_fd, capture.fileno(), errors.fileno(), inbox, outbox},
-                hidden_paths=options.hidden_paths,
-                is_secret_env=redactor.is_secret_env,
-                prepared=prepared,
-            )
-        )
-        hidden = _hide_nbrefine()
     _thread.stack_size(_REPORTER_STACK)  # within the address space the hardening left
     _thread.start_new_thread(_reporter, (box,))
     _thread.stack_size(0)
-    slot.append(layers)
     copied.acquire()  # the reporter has its own copy of the token now
     _scrub(token)
+    return slot, registered, ack, taint, counts
+
+
+def _run_reported(
+    spec: TrialSpec,
+    namespace: dict[str, Any],
+    redactor: Redactor,
+    streams: _Streams,
+    hand: _Hand,
+    layers: tuple[str, ...],
+    hidden: dict[str, Any],
+) -> None:
+    """The candidate, and its report through the reporter thread; ends the process."""
+    slot, registered, ack, taint, counts = hand
+    counts.append(len(spec.checks))  # read by the reporter before the candidate runs, as the layers are
+    slot.append(layers)
     message = b""
     try:
         outcome = execute_trial(spec, namespace, redactor, hand=(slot, registered, ack, taint, []))
@@ -1270,6 +1378,7 @@ def trial_child(
     finally:
         if registered.locked():  # it broke before it ran anything: the reporter must not wait
             registered.release()
+    outbox = streams[3]
     while message:
         message = message[os.write(outbox, message) :]
     stop = _thread.allocate_lock()

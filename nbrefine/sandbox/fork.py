@@ -4,6 +4,10 @@ When ``%%refine`` starts, :meth:`Snapshot.take` forks a *snapshot process* that 
 kernel's state as it was before the cell ran and then waits. Each candidate is run in a
 fresh fork of that process (copy-on-write: cheap even with GiBs of data), so every
 candidate sees exactly what the user's cell saw and nothing it does reaches the kernel.
+The snapshot keeps one such fork ready, already hardened for the default policy (a *spare*,
+:class:`_Spare`): a candidate of that policy starts in it without waiting for the fork and the
+hardening, and the next spare is made while it runs; a candidate of any other policy gets a fork
+made for it.
 
 Rules this module keeps: fork only from the main thread;
 flush the streams before forking; in a child, replace ``sys.stdout``/``sys.stderr`` and
@@ -41,8 +45,8 @@ from typing import Any, Literal, TypeVar
 
 from .._errors import SandboxError
 from ..grounding import Redactor
-from .execute import enter_child, trial_child
-from .hardening import TrialPolicy, harden, prepare
+from .execute import enter_child, spare_child, spare_order, trial_child
+from .hardening import Prepared, TrialPolicy, harden, prepare
 from .trial import SandboxOptions, TrialOutcome, TrialSpec, TrialStatus
 from .wire import EXIT_GRACE_S, exit_detail, kill_group, read_msg, write_msg
 
@@ -99,13 +103,16 @@ def _reap(pid: int, grace_s: float) -> int:
         time.sleep(0.002)
 
 
-def _collect(pid: int, read_fd: int, timeout_s: float, token: bytes | None = None) -> tuple[_Status, Any]:
-    """Read one result from a child; ("ok", value) or (status, detail).
+def _collect(
+    pid: int, read_fd: int, timeout_s: float, token: bytes | None = None, since: float | None = None
+) -> tuple[_Status, Any]:
+    """Read one result from a child; ("ok", value) or (status, detail). The wall clock counts from
+    ``since`` (default: now).
 
     With a ``token``, the child's message must be ``(token, value)``: a report forged by the
     candidate (written blindly into every pipe it holds) is refused."""
     try:
-        value = read_msg(read_fd, time.monotonic() + timeout_s)
+        value = read_msg(read_fd, (time.monotonic() if since is None else since) + timeout_s)
         if token is not None:
             if not (isinstance(value, tuple) and len(value) == 2 and value[0] == token):
                 raise pickle.UnpicklingError("it did not come from the trial's own reporter")
@@ -207,14 +214,22 @@ def _run_in_scratch(
     fork_trial: Callable[[str], tuple[int, int]], timeout_s: float, token: bytes | None = None
 ) -> _Collected:
     """Create the trial's scratch folder, fork the trial into it, collect, remove the folder."""
-    scratch = tempfile.mkdtemp(prefix="nbrefine-trial-")
+    scratch = _new_scratch()
     started = time.monotonic()
     try:
         pid, read_fd = fork_trial(scratch)
-        status, value = _collect(pid, read_fd, timeout_s, token)
-        return _Collected(status, value, started, time.monotonic() - started)
+        return _collected(pid, read_fd, timeout_s, token, started)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _new_scratch() -> str:
+    return tempfile.mkdtemp(prefix="nbrefine-trial-")
+
+
+def _collected(pid: int, read_fd: int, timeout_s: float, token: bytes | None, started: float) -> _Collected:
+    status, value = _collect(pid, read_fd, timeout_s, token, since=started)
+    return _Collected(status, value, started, time.monotonic() - started)
 
 
 # --------------------------------------------------------------------------- the snapshot process
@@ -223,49 +238,194 @@ def _run_in_scratch(
 def _snapshot_main(
     cmd_fd: int, res_fd: int, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions
 ) -> None:
-    """The snapshot process: wait for trial specs, run each in a fresh fork of itself."""
+    """The snapshot process: wait for trial specs, run each in a spare or a fresh fork of itself."""
     enter_child()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are the kernel's to handle
     options.child_setup()
     # What every trial's hardening needs and can be found once (~10 ms of each trial's start).
-    prepared = prepare(options.hidden_paths) if options.harden else None
+    prepared = prepare(options.hidden_paths, redactor.is_secret_env) if options.harden else None
     gc.freeze()  # keep the collector from touching (and so copying) every inherited page
-    while True:
-        try:
-            spec = read_msg(cmd_fd, None, trusted=True)  # from the kernel
-        except (EOFError, OSError):
-            return
-        if isinstance(spec, tuple) and spec[:1] == ("values",):
-            write_msg(res_fd, ("values", spec[3], _pickled_values(namespace, spec[1], spec[2])))
-            continue
+    trials = _Trials(res_fd, namespace, redactor, options, prepared)
+    try:
+        while True:
+            try:
+                spec = read_msg(cmd_fd, None, trusted=True)  # from the kernel
+            except (EOFError, OSError):
+                return
+            if isinstance(spec, tuple) and spec[:1] == ("values",):
+                values = _pickled_values(namespace, spec[1], spec[2], trials.held())
+                write_msg(res_fd, ("values", spec[3], values))
+                continue
+            write_msg(res_fd, ("done", trials.run(spec).outcome(len(spec.checks))))
+    finally:
+        trials.close()
 
+
+@dataclass
+class _Spare:
+    """A trial child forked and hardened ahead (:func:`.execute.spare_child`), waiting on
+    ``spec_fd`` for its candidate: the fork and the hardening (~10 ms at 1 GiB) are then off the
+    critical path. Each spare serves one trial: its own scratch folder, report pipe and token."""
+
+    pid: int
+    read_fd: int  # its report
+    spec_fd: int  # where its spec goes
+    scratch: str
+    token: bytes
+    policy: TrialPolicy  # the one it was hardened for: it takes specs of that policy only
+    reaped: bool = False
+
+    def hand(self, spec: TrialSpec) -> bool:
+        """Give it ``spec`` (of its policy); False when it is gone (its hardening broke)."""
+        if not self.alive():
+            return False
+        try:
+            write_msg(self.spec_fd, spare_order(spec))  # (a pipe's 64 KiB: no wait for the spare)
+        except OSError:
+            return False
+        os.close(self.spec_fd)  # one spec per spare; its end of the pipe is its alone now
+        self.spec_fd = -1
+        return True
+
+    def alive(self) -> bool:
+        """False once it has ended (a hardening that broke); it is reaped then."""
+        if not self.reaped:
+            with contextlib.suppress(ChildProcessError):
+                self.reaped = os.waitpid(self.pid, os.WNOHANG)[0] != 0
+        return not self.reaped
+
+    def discard(self, wait: bool = True) -> None:
+        """Kill it (its group: nothing of it is left), reap it (now, or ``wait`` False: when the
+        next child is forked), remove its scratch folder."""
+        if self.alive():  # a pid already reaped may name another process by now
+            kill_group(self.pid)
+            if wait:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.pid, 0)
+            else:
+                _reap_later(self.pid)
+        for fd in (self.read_fd, self.spec_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class _Trials:
+    """How the snapshot process runs trials: in its spare when the spec's policy is the one the
+    spare was hardened for, else in a fresh fork as before. The first spare is hardened for the
+    default policy, each next one for the policy of the trial just asked for: the trials of one
+    cell share theirs (``%%refine``'s options, or the configured memory limit)."""
+
+    def __init__(
+        self,
+        res_fd: int,
+        namespace: dict[str, Any],
+        redactor: Redactor,
+        options: SandboxOptions,
+        prepared: Prepared | None,
+    ) -> None:
+        self.res_fd, self.namespace, self.redactor = res_fd, namespace, redactor
+        self.options, self.prepared = options, prepared
+        # Only where trials are hardened (a trial without it has nothing to prepare), and where
+        # prepare() ran: a spare is hardened with what every trial forked on demand gets.
+        self.spares = options.harden and prepared is not None
+        self.spare = self._fork_spare(TrialPolicy())
+
+    def run(self, spec: TrialSpec) -> _Collected:
+        spare, self.spare = self.spare, None
+        if spare is not None and spec.policy == spare.policy:
+            if spare.hand(spec):
+                return self._run_in_spare(spare, spec)
+            spare.discard()  # gone, or out of step
+            spare = None
+        try:
+            return self._run_forked(spec)
+        finally:
+            if spare is not None:  # hardened for another policy: once this trial is done
+                spare.discard(wait=False)
+            self.spare = self._fork_spare(spec.policy)
+
+    def _run_in_spare(self, spare: _Spare, spec: TrialSpec) -> _Collected:
+        # The wall clock counts from the hand-over, not from when the spare was made.
+        handed = time.monotonic()
+        write_msg(self.res_fd, ("started", spare.pid, "spare"))
+        # The next spare is made now, while this candidate runs, so that it is ready for the next
+        # one (it forks the snapshot, which no trial changes: it is what a fork on demand would be).
+        self.spare = self._fork_spare(spec.policy)
+        try:
+            return _collected(spare.pid, spare.read_fd, spec.timeout_s, spare.token, handed)
+        finally:
+            shutil.rmtree(spare.scratch, ignore_errors=True)
+
+    def _run_forked(self, spec: TrialSpec) -> _Collected:
         token = os.urandom(16)
 
-        def fork_trial(scratch: str, spec: TrialSpec = spec, token: bytes = token) -> tuple[int, int]:
+        def fork_trial(scratch: str) -> tuple[int, int]:
             trial = functools.partial(
                 trial_child,
                 spec=spec,
-                namespace=namespace,
-                redactor=redactor,
-                options=options,
+                namespace=self.namespace,
+                redactor=self.redactor,
+                options=self.options,
                 scratch=scratch,
                 token=token,
-                prepared=prepared,
+                prepared=self.prepared,
             )
             pid, read_fd = _fork(trial)
-            write_msg(res_fd, ("started", pid))
+            write_msg(self.res_fd, ("started", pid, "fork"))
             return pid, read_fd
 
-        collected = _run_in_scratch(fork_trial, spec.timeout_s, token)
-        write_msg(res_fd, ("done", collected.outcome(len(spec.checks))))
+        return _run_in_scratch(fork_trial, spec.timeout_s, token)
+
+    def _fork_spare(self, policy: TrialPolicy) -> _Spare | None:
+        """A new spare for ``policy``, or None (none wanted, or none could be made now: too many
+        processes or open files, a full disk; trials are then forked on demand)."""
+        if not self.spares:
+            return None
+        namespace, redactor, options, prepared = self.namespace, self.redactor, self.options, self.prepared
+        token = os.urandom(16)  # a token of its own, for its one trial
+        scratch, fds = "", []
+        try:
+            scratch = _new_scratch()
+            spec_r, spec_w = os.pipe()
+            fds += [spec_r, spec_w]
+
+            def child(write_fd: int) -> None:
+                os.close(spec_w)  # so that it sees the pipe close when the snapshot goes
+                spare_child(write_fd, spec_r, policy, namespace, redactor, options, scratch, token, prepared)
+
+            pid, read_fd = _fork(child)
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return None
+        os.close(spec_r)
+        return _Spare(pid, read_fd, spec_w, scratch, token, policy)
+
+    def held(self) -> tuple[int, ...]:
+        """The snapshot's ends of its spare's pipes (for a fork that is no trial to close)."""
+        return (self.spare.spec_fd, self.spare.read_fd) if self.spare is not None else ()
+
+    def close(self) -> None:
+        """The snapshot ends: its spare goes with it (never left behind, waiting)."""
+        if self.spare is not None:
+            self.spare.discard()
+            self.spare = None
 
 
-def _pickled_values(namespace: dict[str, Any], names: tuple[str, ...], cap: int) -> dict[str, bytes]:
+def _pickled_values(
+    namespace: dict[str, Any], names: tuple[str, ...], cap: int, close: tuple[int, ...] = ()
+) -> dict[str, bytes]:
     """The pickles of ``names`` as the snapshot holds them (at most ``cap`` bytes in all), made in a
     fork of the snapshot: a value's own ``__reduce__`` may do anything, and the snapshot must stay
-    as it was. Names that cannot be pickled, or do not fit, are left out."""
+    as it was (nor reach its spare: ``close`` are the fds of the snapshot's it closes first).
+    Names that cannot be pickled, or do not fit, are left out."""
 
     def child(write_fd: int) -> None:
+        for fd in close:
+            os.close(fd)
         out: dict[str, bytes] = {}
         used = 0
         for name in names:
@@ -302,6 +462,9 @@ class Snapshot:
         self._res_fd = res_fd
         self.taken_s = taken_s
         self._trial_pid: int | None = None
+        #: how the snapshot started the last trial: in its "spare" (forked and hardened ahead, for
+        #: the default policy) or in a "fork" made for it
+        self.last_start = ""
 
     @classmethod
     def take(
@@ -336,7 +499,7 @@ class Snapshot:
         requested = time.monotonic()
         try:
             write_msg(self._cmd_fd, spec)
-            _, self._trial_pid = read_msg(self._res_fd, requested + 30)
+            _, self._trial_pid, self.last_start = read_msg(self._res_fd, requested + 30)
             _, outcome = read_msg(self._res_fd, time.monotonic() + spec.timeout_s + 30)
         except KeyboardInterrupt:
             self.close()

@@ -47,9 +47,10 @@ Linux-only layers report themselves unavailable elsewhere. Imports the standard 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .audit import make_audit_hook
 from .fds import scrub_inherited_fds
@@ -64,7 +65,7 @@ from .namespaces import (
     remove_from_view,
 )
 from .policy import PolicyRefusal, TrialPolicy
-from .rlimits import apply_rlimits
+from .rlimits import apply_rlimits, limit_cpu
 from .seccomp import SeccompProgram, install_seccomp, prepare_seccomp
 from .secrets import HOME_SECRETS, secret_paths, wipe_environment
 from .shared_ns import SharedNamespaces, enter_shared_namespaces
@@ -76,6 +77,7 @@ __all__ = [
     "TrialPolicy",
     "enter_user_namespace",
     "harden",
+    "limit_cpu_seconds",
     "prepare",
     "secret_paths",
 ]
@@ -86,13 +88,26 @@ class Prepared:
     """What every trial forked from one process needs and can be found once, ahead, in that
     process (the snapshot): the hidden paths, Landlock's read rules as open O_PATH fds, and the
     shared mappings with their backing files open (saves ~10 ms of trial start); and the
-    namespaces that process entered for its trials."""
+    namespaces that process entered for its trials; and which of its environment variables hold
+    secrets (asking the redactor of each takes ~2 ms of a trial's start)."""
 
     hidden: list[str]
     read_rules: list[tuple[int, int]]
     mappings: list[SharedMapping]
     namespaces: SharedNamespaces | None = None
     seccomp: SeccompProgram | None = None  # the default policy's filter, for any trial's pid
+    judged_env: dict[tuple[str, str], bool] = field(default_factory=dict)  # (name, value): secret
+
+    def is_secret_env(self, ask: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
+        """``ask``, answered from what was judged here for a variable the trial still holds as it
+        was (a trial inherits this process's environment), asked for any other."""
+        judged = self.judged_env
+
+        def is_secret(name: str, value: str) -> bool:
+            known = judged.get((name, value))
+            return ask(name, value) if known is None else known
+
+        return is_secret
 
     def fds(self) -> set[int]:
         """The fds a trial must keep through fd hygiene."""
@@ -100,8 +115,11 @@ class Prepared:
         return found | {m.backing_fd for m in self.mappings if m.backing_fd is not None}
 
 
-def prepare(hidden_paths: Iterable[str] = ()) -> Prepared | None:
+def prepare(
+    hidden_paths: Iterable[str] = (), is_secret_env: Callable[[str, str], bool] | None = None
+) -> Prepared | None:
     """Called in the snapshot process (never in a trial). None where there is nothing to prepare.
+    ``is_secret_env``: what :func:`harden` will be given, to judge this environment with now.
 
     Order matters: what reads this process's own /proc entry (its open files for the hidden
     history database, its mappings) or needs its capabilities comes before the namespaces (the
@@ -122,14 +140,34 @@ def prepare(hidden_paths: Iterable[str] = ()) -> Prepared | None:
     read_rules: list[tuple[int, int]] = []
     with contextlib.suppress(OSError):
         read_rules = open_rules(read_rules_hiding(hidden))
-    return Prepared(hidden, read_rules, mappings, namespaces, prepare_seccomp(TrialPolicy()))
+    judged = (
+        {(name, value): is_secret_env(name, value) for name, value in os.environ.items()}
+        if is_secret_env
+        else {}
+    )
+    return Prepared(hidden, read_rules, mappings, namespaces, prepare_seccomp(TrialPolicy()), judged)
+
+
+def limit_cpu_seconds(policy: TrialPolicy, timeout_s: float, active: list[str]) -> list[str]:
+    """The one rlimit :func:`harden` leaves out when given no timeout: the CPU seconds. ``active``
+    as it is, or without "rlimits" when they could not be set (as :func:`harden` would report).
+
+    A spare trial (the snapshot process keeps one, hardened ahead of its candidate) sets them when
+    its candidate comes, for two reasons: they depend on the candidate's timeout, and they then
+    count what a trial forked on demand counts (its hardening, not the wait). A lower limit needs
+    no capability, and seccomp allows ``prlimit64`` on the process itself."""
+    try:
+        limit_cpu(policy, timeout_s)
+    except (OSError, ValueError):
+        return [layer for layer in active if layer != "rlimits"]
+    return active
 
 
 def harden(
     policy: TrialPolicy,
     scratch: str,
     *,
-    timeout_s: float,
+    timeout_s: float | None,
     keep_fds: Iterable[int] = (),
     hidden_paths: Iterable[str] = (),
     is_secret_env: Callable[[str, str], bool] | None = None,
@@ -141,7 +179,8 @@ def harden(
     ``hidden_paths`` are made unreadable besides :func:`secret_paths`; ``is_secret_env(name,
     value)`` says which environment variables to remove. ``contain_only``: for the user's own
     code (assert operands evaluated again): side effects are contained exactly as in a trial,
-    but nothing is hidden from reading, which saves the ~10 ms of finding what to hide."""
+    but nothing is hidden from reading, which saves the ~10 ms of finding what to hide.
+    ``timeout_s`` None: the CPU seconds wait for :func:`limit_cpu_seconds` (a spare trial's)."""
     active: list[str] = []
     linux = sys.platform.startswith("linux")
     if contain_only:
@@ -149,6 +188,7 @@ def harden(
     elif prepared is not None:
         hidden = prepared.hidden
         keep_fds = {*keep_fds, *prepared.fds()}
+        is_secret_env = prepared.is_secret_env(is_secret_env) if is_secret_env is not None else None
     else:
         hidden = secret_paths(hidden_paths) if linux else []  # before the mount namespace hides scratch
     if linux and scrub_inherited_fds(keep_fds, hidden):

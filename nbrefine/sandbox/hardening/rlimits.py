@@ -10,7 +10,7 @@ import signal
 
 from .policy import TrialPolicy
 
-__all__ = ["apply_rlimits"]
+__all__ = ["apply_rlimits", "limit_cpu"]
 
 
 def _address_space_now() -> int:
@@ -39,9 +39,10 @@ def _threads_now() -> int:
         return 1
 
 
-def apply_rlimits(policy: TrialPolicy, timeout_s: float) -> bool:
-    cpu = policy.cpu_s if policy.cpu_s is not None else timeout_s + 1
-    _set_limit(resource.RLIMIT_CPU, max(int(cpu + 0.999), 1), headroom=2)
+def apply_rlimits(policy: TrialPolicy, timeout_s: float | None) -> bool:
+    """``timeout_s`` None: all but the CPU seconds, which :func:`limit_cpu` sets later."""
+    if timeout_s is not None:
+        limit_cpu(policy, timeout_s)
     with contextlib.suppress(OSError, ValueError):
         _set_limit(resource.RLIMIT_AS, _address_space_now() + policy.memory_mb * 1024 * 1024)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails with EFBIG instead
@@ -54,3 +55,8 @@ def apply_rlimits(policy: TrialPolicy, timeout_s: float) -> bool:
         _set_limit(resource.RLIMIT_NPROC, policy.max_processes + _threads_now())
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate leaves no core file
     return True
+
+
+def limit_cpu(policy: TrialPolicy, timeout_s: float) -> None:
+    cpu = policy.cpu_s if policy.cpu_s is not None else timeout_s + 1
+    _set_limit(resource.RLIMIT_CPU, max(int(cpu + 0.999), 1), headroom=2)
