@@ -242,6 +242,21 @@ def test_without_a_snapshot_trials_start_from_the_state_the_failed_run_left() ->
     assert job.runner.run(candidate(job, "assert x == 5")).ok
 
 
+def test_early_trials_only_where_trials_do_not_fork_the_kernel_and_as_set() -> None:
+    """A snapshot forks in its own process, so a trial may run while the reply streams in another
+    thread; a live fork of the kernel may not. Refine.early_trials turns them off."""
+    failed = Failed("x = 5\ny = x + one", {"x": 1})
+    for early, expected in ((True, True), (False, False)):
+        builder = JobBuilder(KernelAccess(failed.namespace), settings(sandbox="fork", early_trials=early))
+        snapshot, _ = builder.take_snapshot(Redactor(), options(), RefineSession("", remember=False))
+        _, job = failed.job(builder, options(), snapshot)
+        job.release()
+        assert job.config.early_trials is expected
+    live = JobBuilder(KernelAccess(failed.namespace), settings(sandbox="fork"))
+    _, job = failed.job(live, options(snapshot=False))
+    assert not job.background_ok and not job.config.early_trials
+
+
 def test_trials_run_the_kernels_syntax_turned_into_python() -> None:
     kernel = KernelAccess({"x": 1}, transform=lambda code: code.replace("%answer", "42"))
     failed = Failed("y = x + one", kernel.namespace)

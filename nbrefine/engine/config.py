@@ -102,6 +102,13 @@ class Refine(Configurable):
         help="Best-of-N: candidates asked for per round (in parallel where the provider allows); "
         "all are trial-run and the passing one with the smallest change is kept (1 to 8).",
     ).tag(config=True)
+    early_trials = Bool(
+        True,
+        help="Start a candidate's trial as soon as its code block is complete in the streamed reply, "
+        "while the explanation after it still streams (best-of-N: as soon as each reply is in). The "
+        "whole reply decides: a trial of anything else is discarded, so only the wait changes. Only "
+        "where trials do not fork the kernel itself (a snapshot or spawn runs them).",
+    ).tag(config=True)
     response_cache = Bool(
         True,
         help="Reuse the model's reply to an identical request (same cell, error, state, model) "

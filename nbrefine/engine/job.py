@@ -291,6 +291,7 @@ class JobBuilder:
             )
         summaries, left_out = summarize_names(names, before, redactor)
         runner, runner_notes = self._runner(snapshot, before, after, redactor)
+        threads_ok = isinstance(runner, (Snapshot, SpawnRunner))  # neither forks the kernel itself
         notes.extend(runner_notes)
         ground = self._ground(session, cell, error, failures, run, failing_count, redactor)
         if ground.cause.kind != "here":
@@ -320,12 +321,12 @@ class JobBuilder:
             prices=dict(self.settings.prices),
             runner=wrap(runner),
             redactor=redactor,
-            config=self._loop_config(run, session, repair),
+            config=self._loop_config(run, session, repair, early_trials=threads_ok),
             free=snapshot.close if snapshot is not None else (lambda: None),
             fallback=lambda: wrap(
                 LiveForkRunner(self.kernel.namespace, redactor, self.kernel.sandbox_options())
             ),
-            background_ok=isinstance(runner, (Snapshot, SpawnRunner)),
+            background_ok=threads_ok,
             on_finish=self._on_finish(session, ground),
             accept_runner=self._accept_runner(before, after, redactor, wrap),
             stop_before=ground.cause.sentence() if ground.cause.kind == "cascade" else "",
@@ -543,7 +544,10 @@ class JobBuilder:
             max_retries=self.settings.max_retries,
         )
 
-    def _loop_config(self, run: CellRun, session: RefineSession, repair: CellsRepair | None) -> LoopConfig:
+    def _loop_config(
+        self, run: CellRun, session: RefineSession, repair: CellsRepair | None, *, early_trials: bool
+    ) -> LoopConfig:
+        """``early_trials``: the runner may run trials while the reply streams in another thread."""
         config = LoopConfig(
             max_attempts=run.max_attempts,
             timeout_s=run.timeout,
@@ -553,6 +557,7 @@ class JobBuilder:
             budget=budget_check(self.settings, session),
             candidates=run.candidates,
             transform=self.kernel.transform,
+            early_trials=early_trials and self.settings.early_trials,
         )
         if repair is None:
             return config

@@ -2,10 +2,11 @@
 
 :func:`refine` runs up to ``max_attempts`` attempts for a :class:`~nbrefine.engine.prompt.RepairTask`
 (after any earlier ones), sends its events to ``on_event`` and returns a
-:class:`~nbrefine.engine.types.LoopResult`. Best-of-N asks for several candidates per round.
+:class:`~nbrefine.engine.types.LoopResult`. Best-of-N asks for several candidates per round. With
+``early_trials``, a candidate's trial starts while its reply still streams (:mod:`.early`).
 
 May import: the standard library, :mod:`nbrefine._errors`, the layers below the engine, and the
-engine's types, prompt and verify.
+engine's types, prompt, early and verify.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import re
 import time
 import tokenize
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from .._errors import ProviderError
 from ..grounding.redaction import Redactor
-from ..providers.base import DECLINED, Provider, ProviderReply, ProviderRequest
+from ..providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, TextCallback
 from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec
+from .early import EarlyTrials, StreamedReply, candidate_key
 from .prompt import ParsedReply, RepairTask, build_request, parse_reply
 from .types import (
     Attempt,
@@ -62,6 +64,11 @@ class LoopConfig:
     verifier: Verifier | None = None
     #: Reads a reply into a candidate (a repair that spans cells reads labelled blocks per cell).
     parse: Callable[[str], ParsedReply] = parse_reply
+    #: Start a candidate's trial as soon as its code block is complete in the stream (best-of-N: as
+    #: soon as its reply is in), on the loop's thread while the reply streams in another. Only for
+    #: runners that do not fork the calling process (a Snapshot forks in its own process, a
+    #: SpawnRunner execs): a LiveForkRunner would fork the kernel while the stream's thread runs.
+    early_trials: bool = True
 
 
 def verifier_for(task: RepairTask, config: LoopConfig) -> Verifier:
@@ -126,6 +133,8 @@ class _Loop:
         self.seen_errors: dict[str, int] = {}
         self.best_progress = _baseline_progress(task)
         self.regressions_in_row = 0
+        self.early = self._early_trials()
+        self.replies_in: float | None = None  # when this attempt's (last) reply was in
         for attempt in earlier:  # "Try again": carry on from earlier rounds
             if attempt.code is not None:
                 self.seen_code.setdefault(normalize_code(attempt.code), attempt.number)
@@ -176,13 +185,14 @@ class _Loop:
             },
         )
         started = time.monotonic()
+        self.early, self.replies_in = self._early_trials(), None
         try:
             replies = self._ask(request)
         except ProviderError as err:
             attempt.note = f"provider error: {err}"
             return self._result("error", "provider_error", str(err))
-        finally:
-            attempt.provider_s = time.monotonic() - started
+        finally:  # until the reply was in, not until an early trial that outlasts it is done
+            attempt.provider_s = (self.replies_in or time.monotonic()) - started
         attempt.reply, attempt.extra_replies = replies[0], replies[1:]
         emit(self.on_event, {"kind": "reply", "attempt": number, "chars": len(attempt.reply.text)})
         if len(replies) > 1:
@@ -205,17 +215,50 @@ class _Loop:
             attempt.note = f"same code as {repeated}"
             return self._result("unfixed", "cycle", f"Stopped: attempt {number} repeated {repeated}.")
         self.seen_code[normalize_code(parsed.code)] = number
-        return self._judge(attempt, parsed.code)
+        return self._judge(attempt, parsed)
 
     def _ask(self, request: ProviderRequest) -> list[ProviderReply]:
         """One reply, or ``config.candidates`` replies asked for in parallel (the first streams)."""
         count = max(self.config.candidates, 1)
+        if count == 1 and self.config.early_trials:
+            stream = StreamedReply(self.provider.complete, self.config.parse, self.early)
+            reply, self.replies_in = stream.ask(request, self._on_text, self._fresh)
+            return [reply]
         if count == 1:
             return [self.provider.complete(request, self._on_text)]
         with ThreadPoolExecutor(max_workers=count) as pool:
-            futures = [pool.submit(self.provider.complete, request, self._on_text if i == 0 else None)
+            futures = [pool.submit(self._complete_timed, request, self._on_text if i == 0 else None)
                        for i in range(count)]  # fmt: skip
-            return [future.result() for future in futures]
+            if self.config.early_trials:
+                self._try_as_they_arrive(futures)
+            timed = [future.result() for future in futures]  # the first error, as without early trials
+        self.replies_in = max(ended for _, ended in timed)
+        return [reply for reply, _ in timed]
+
+    def _complete_timed(
+        self, request: ProviderRequest, on_text: TextCallback | None
+    ) -> tuple[ProviderReply, float]:
+        return self.provider.complete(request, on_text), time.monotonic()
+
+    def _try_as_they_arrive(self, futures: list[Future[tuple[ProviderReply, float]]]) -> None:
+        """Best-of-N: trial each reply's candidate once that reply is in, while the others stream."""
+        for future in as_completed(futures):
+            if future.exception() is not None:
+                continue  # raised in turn by the caller
+            reply, _ = future.result()
+            if self.should_stop():
+                raise KeyboardInterrupt
+            key = None if reply.stop_reason == DECLINED else candidate_key(self.config.parse(reply.text))
+            if key is not None and self._fresh(key[0]):
+                self.early.run(key)
+
+    def _early_trials(self) -> EarlyTrials:
+        cancel = getattr(self.runner, "cancel", None)
+        return EarlyTrials(self._run_trial, cancel if callable(cancel) else None)
+
+    def _fresh(self, code: str) -> bool:
+        """Not a repeat of the cell or an earlier candidate (a repeat is a cycle, never tried)."""
+        return normalize_code(code) not in self.seen_code
 
     def _best_of(self, attempt: Attempt, replies: list[ProviderReply]) -> LoopResult | None:
         """Trial every new candidate; keep the passing one with the smallest diff, else the best."""
@@ -235,7 +278,7 @@ class _Loop:
                 "every candidate repeated earlier code" if with_code else "no code in any candidate"
             )
             return self._result("unfixed", "cycle", f"Stopped: {attempt.note}.") if with_code else None
-        tried = [(c, self._trial(attempt, c.code or "")) for c in fresh.values()]
+        tried = [(c, self._trial(attempt, c)) for c in fresh.values()]
         for key in fresh:
             self.seen_code[key] = attempt.number
         why = [self.verify(c.code or "", o) if o.ok else "" for c, o in tried]
@@ -252,15 +295,17 @@ class _Loop:
         attempt.alternative_reasons = [reason for _, _, reason in others]
         return self._judge_outcome(attempt, chosen[1])
 
-    def _trial(self, attempt: Attempt, code: str) -> TrialOutcome:
-        spec = TrialSpec(
-            code=code,
-            checks=self.task.checks,
-            timeout_s=self.config.timeout_s,
-            policy=self.config.trial_policy,
-        )
+    def _trial(self, attempt: Attempt, candidate: ParsedReply) -> TrialOutcome:
+        """The outcome of ``candidate``'s trial: the early one of exactly this candidate, else one
+        run now. Its events come after the reply either way, as without early trials."""
         emit(self.on_event, {"kind": "trial_start", "attempt": attempt.number})
-        outcome = self.runner.run(spec)
+        early = self.early.take(candidate_key(candidate))
+        if early is not None:
+            outcome = early.outcome
+            ahead = (self.replies_in or early.started) - early.started
+            attempt.trial_early_s = max(attempt.trial_early_s, ahead)
+        else:
+            outcome = self._run_trial(candidate.code or "")
         emit(
             self.on_event,
             {
@@ -273,13 +318,22 @@ class _Loop:
         )
         return outcome
 
+    def _run_trial(self, code: str) -> TrialOutcome:
+        spec = TrialSpec(
+            code=code,
+            checks=self.task.checks,
+            timeout_s=self.config.timeout_s,
+            policy=self.config.trial_policy,
+        )
+        return self.runner.run(spec)
+
     def _on_text(self, piece: str) -> None:
         if self.should_stop():
             raise KeyboardInterrupt  # ends the stream; the loop reports "interrupted"
         emit(self.on_event, {"kind": "text", "text": piece})
 
-    def _judge(self, attempt: Attempt, code: str) -> LoopResult | None:
-        return self._judge_outcome(attempt, self._trial(attempt, code))
+    def _judge(self, attempt: Attempt, candidate: ParsedReply) -> LoopResult | None:
+        return self._judge_outcome(attempt, self._trial(attempt, candidate))
 
     def _judge_outcome(self, attempt: Attempt, outcome: TrialOutcome) -> LoopResult | None:
         attempt.outcome = outcome

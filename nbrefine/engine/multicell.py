@@ -79,8 +79,12 @@ class CellsRepair:
         kept = {k: v for k, v in changes.items() if k in self.by_key}
         code = self.render(kept)
         self._changes[code] = kept
+        # The latest reading of a text wins, as for its changes: a reply read while it streamed
+        # (nbrefine.engine.early) must not leave its readonly changes on the whole reply's candidate.
         if touched:
             self._touched[code] = tuple(touched)
+        else:
+            self._touched.pop(code, None)
         return code
 
     def parse(self, text: str) -> ParsedReply:
@@ -99,7 +103,8 @@ class CellsRepair:
             if edits.declined:
                 reason = "the model declined: " + (edits.explanation.splitlines() or [reason])[0][:300]
             return ParsedReply(None, edits.explanation, reason)
-        return ParsedReply(self.candidate(edits.changes, edits.touched_readonly), edits.explanation)
+        code = self.candidate(edits.changes, edits.touched_readonly)
+        return ParsedReply(code, edits.explanation, edits=tuple(sorted(self._changes[code].items())))
 
     def changes_of(self, code: str) -> dict[str, str]:
         """The edits of a candidate: those registered for it, else (a whole cell from a provider

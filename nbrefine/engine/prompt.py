@@ -331,6 +331,9 @@ class ParsedReply:
     explanation: str
     reason: str | None = None  # why no code was taken
     declined: bool = False  # the model said the fix cannot be made from here (a cell must run first...)
+    #: a candidate that spans cells: the new source of each cell it changes, by cell key (two
+    #: readings of a reply are the same trial only when code and edits are the same)
+    edits: tuple[tuple[str, str], ...] = ()
 
 
 def parse_reply(text: str) -> ParsedReply:

@@ -206,6 +206,8 @@ class RefineSession:
             if self._provider is None:
                 self._provider = job.provider()
             config = job.config if attempts is None else replace(job.config, max_attempts=attempts)
+            if job.released:  # the fallback runner forks the kernel: not while a reply streams
+                config = replace(config, early_trials=False)
             result = refine(
                 job.task,
                 self._provider,
@@ -227,6 +229,9 @@ class RefineSession:
         self.provider = self._provider.name
         counted = len(self.attempts)
         self.finish(result)
+        early = [a.trial_early_s for a in result.attempts[counted:] if a.trial_early_s]
+        if early:  # how long before each reply was in its trial started (nbrefine.engine.early)
+            self.timings.setdefault("trial_early_s", []).extend(early)
         if result.status == "fixed":
             started = time.perf_counter()
             self._trial_state = self._state_of(job.current_runner(), result.fixed_code or "")

@@ -107,6 +107,9 @@ class Attempt:
     alternative_reasons: list[str] = field(default_factory=list)  # why a passing one is not verified
     #: why its passed trial does not count as verified ("" when it does or did not pass)
     changes_checks: str = ""
+    #: how long before its (last) reply was in the earliest of the trials it used started, its code
+    #: block complete in the stream (nbrefine.engine.early): the wait saved at most; 0.0: none early
+    trial_early_s: float = 0.0
 
     @property
     def replies(self) -> list[ProviderReply]:
