@@ -98,7 +98,7 @@ def ask(
             provider,
             runner,
             Redactor(environ={}),
-            LoopConfig(**{"max_attempts": 1, **config}),
+            LoopConfig(**{"max_attempts": 1, "early_trials": True, **config}),
             on_event=lambda kind, _: events.append((kind, time.monotonic())),
         )
     finally:

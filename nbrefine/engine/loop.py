@@ -67,8 +67,10 @@ class LoopConfig:
     #: Start a candidate's trial as soon as its code block is complete in the stream (best-of-N: as
     #: soon as its reply is in), on the loop's thread while the reply streams in another. Only for
     #: runners that do not fork the calling process (a Snapshot forks in its own process, a
-    #: SpawnRunner execs): a LiveForkRunner would fork the kernel while the stream's thread runs.
-    early_trials: bool = True
+    #: SpawnRunner execs): a LiveForkRunner would fork the kernel while the stream's thread runs,
+    #: whose locks the child would inherit held. Off unless asked: the job asks for it where its
+    #: runner allows it (``Refine.early_trials``).
+    early_trials: bool = False
 
 
 def verifier_for(task: RepairTask, config: LoopConfig) -> Verifier:
