@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import time
+from pathlib import Path
 from typing import Any
 
 from jupyter_client.manager import KernelManager
@@ -94,6 +95,23 @@ def children_of(ppid: int) -> dict[int, str]:
             stat = read_proc_stat(int(entry))
             if stat is not None and stat[1] == ppid:
                 found[int(entry)] = stat[0]
+    return found
+
+
+def kernels_in(folder: Path) -> list[int]:
+    """Processes running ipykernel whose working folder is in ``folder``: a batch's kernels,
+    the ones started ahead included (they run in their notebook's folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if b"ipykernel" in command and Path(cwd).is_relative_to(folder):
+            found.append(int(entry.name))
     return found
 
 

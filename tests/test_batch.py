@@ -31,6 +31,7 @@ from nbrefine.cli.main import main
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic
+from kernel_io import kernels_in
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -257,6 +258,7 @@ def test_ctrl_c_stops_every_kernel_writes_nothing_half_done_and_the_partial_repo
                 os.kill(pid, 0)
     assert proc.returncode == 130, out + err
     assert [pid for pid in pids if _alive(pid)] == []  # every kernel was shut down
+    assert kernels_in(tmp_path) == []  # and those started ahead for the next notebooks
     assert "Traceback" not in err and "interrupted" in err
     outputs = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").rglob("*") if p.is_file())
     assert outputs == ["out/a_quick.ipynb", "out/nbrefine-run.jsonl"]  # the finished one, whole
@@ -330,6 +332,7 @@ def test_a_worker_that_dies_fails_its_notebook_and_the_batch_goes_on(tmp_path: P
     assert rows["nbs/a_doomed.ipynb"]["message"] == "the worker process running it died (killed by SIGKILL)"
     assert "✗ nbs/a_doomed.ipynb: the worker process running it died (killed by SIGKILL)" in err
     assert not _alive(int((tmp_path / "nbs/kernel.pid").read_text()))  # its kernel went with it
+    assert kernels_in(tmp_path) == []  # and the one it had started for its next notebook
     assert rows["nbs/b_fine.ipynb"]["worker"] != f"{os.uname().nodename}:{killed[0]}"  # a new worker
 
 

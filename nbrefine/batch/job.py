@@ -12,6 +12,7 @@ library."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -24,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..headless import FixOptions, ProviderChoice, RunResult
+    from ..headless import Fixer, FixOptions, ProviderChoice, RunResult, SpareKernels
 
-__all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one"]
+__all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one", "spare_kernels"]
 
 #: ``emit(kind, data)``: what a job tells its client while it runs ("line": a progress line of
-#: one cell, "kernel": the kernel's process id, so a client can stop it if the job cannot).
+#: one cell, "note": a line for every run but a quiet one, "kernel": the kernel's process id, so
+#: a client can stop it if the job cannot, "spare": the same of the kernel started ahead).
 Emit = Callable[[str, dict[str, Any]], None]
 
 _USAGE_EXPR = "__import__('dataclasses').asdict(__import__('nbrefine.engine', fromlist=['_']).kernel_usage())"
@@ -81,6 +83,9 @@ class NotebookTask:
     gate: str | None = None  # spec of the shared request gate (nbrefine.batch.gate)
     text: str | None = None  # the notebook's text; None: read ``path`` where the job runs
     submitted: float = 0.0  # time.time() when the client queued it
+    # The folder of the notebook this job's worker likely runs next (the executor looks ahead
+    # in its queue): a kernel is started there while this one runs. "": none next, no spare.
+    next_folder: str = ""
 
 
 @dataclass
@@ -101,9 +106,16 @@ class NotebookResult:
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
-def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
+def repair_one(
+    task: NotebookTask, emit: Emit | None = None, spares: SpareKernels | None = None
+) -> NotebookResult:
     """Run ``task``'s notebook cell by cell in a new kernel, repairing what fails; the kernel is
-    shut down before this returns. Bad input comes back as status "error", never raised."""
+    shut down before this returns. Bad input comes back as status "error", never raised.
+
+    With ``spares`` (a worker that runs one notebook after another), the kernel started ahead
+    for this notebook is used, one is started for the next notebook while this one runs
+    (``task.next_folder``), and this one is shut down in the background (``spares`` waits for it
+    when it closes)."""
     from .._errors import BadInputError as CliError
 
     started = time.perf_counter()
@@ -111,7 +123,7 @@ def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
     result.started_at = time.time()
     result.timings["queued_s"] = round(max(0.0, time.time() - task.submitted), 3) if task.submitted else 0.0
     try:
-        _run(task, result, emit or (lambda kind, data: None))
+        _run(task, result, emit or (lambda kind, data: None), spares)
     except CliError as err:
         result.status, result.message = "error", str(err)
     result.timings["total_s"] = round(time.perf_counter() - started, 3)
@@ -119,9 +131,8 @@ def repair_one(task: NotebookTask, emit: Emit | None = None) -> NotebookResult:
     return result
 
 
-def _run(task: NotebookTask, result: NotebookResult, emit: Emit) -> None:
+def _run(task: NotebookTask, result: NotebookResult, emit: Emit, spares: SpareKernels | None) -> None:
     from ..headless import EXIT_FAILING, EXIT_OK, Fixer, check_kernel, notebook_text
-    from ..headless import open_kernel as _kernel
     from ..reports.notebook import report_data
 
     path = Path(task.path)
@@ -133,18 +144,7 @@ def _run(task: NotebookTask, result: NotebookResult, emit: Emit) -> None:
         opts, task.choice, notebook, gate=task.gate, on_line=lambda line: emit("line", {"text": line})
     )
     policy = fixer.check_teaching()
-    cells = fixer.plan()
-    clock = time.perf_counter()
-    with _kernel(notebook, kernel_name, Path(task.folder), opts.cell_timeout) as kernel:
-        result.timings["kernel_start_s"] = round(time.perf_counter() - clock, 3)
-        emit("kernel", {"pid": _kernel_pid(kernel)})
-        clock = time.perf_counter()
-        run = fixer.run(kernel, cells)
-        result.timings["setup_s"] = round(fixer.setup_s, 3)
-        result.timings["cells_s"] = round(time.perf_counter() - clock - fixer.setup_s, 3)
-        usage = _usage(kernel) if not run.stopped else None
-        clock = time.perf_counter()
-    result.timings["shutdown_s"] = round(time.perf_counter() - clock, 3)
+    run, usage = _run_in_kernel(task, fixer, kernel_name, result, emit, spares)
     run.duration_s = sum(result.timings.get(k, 0.0) for k in ("kernel_start_s", "setup_s", "cells_s"))
     result.status = "pass" if run.all_pass else "fail"
     result.message = run.stopped
@@ -155,6 +155,53 @@ def _run(task: NotebookTask, result: NotebookResult, emit: Emit) -> None:
     report["usage"] = usage
     _add_cell_metadata(report, notebook, run)
     result.report = report
+
+
+def _run_in_kernel(
+    task: NotebookTask,
+    fixer: Fixer,
+    kernel_name: str,
+    result: NotebookResult,
+    emit: Emit,
+    spares: SpareKernels | None,
+) -> tuple[RunResult, dict[str, Any] | None]:
+    """The notebook's run in its kernel, and what the kernel spent on model replies; each part's
+    time on this job's path in ``result.timings``."""
+    from ..headless import open_kernel
+
+    cells = fixer.plan()
+    clock = time.perf_counter()
+    folder, timeout = Path(task.folder), fixer.opts.cell_timeout
+    note = functools.partial(_note, emit)
+    with open_kernel(fixer.notebook, kernel_name, folder, timeout, spares=spares, note=note) as kernel:
+        result.timings["kernel_start_s"] = round(time.perf_counter() - clock, 3)
+        emit("kernel", {"pid": kernel.pid})
+        clock = time.perf_counter()
+        if spares is not None and task.next_folder:
+            _start_spare(spares, task, kernel_name, emit)
+        result.timings["spare_start_s"] = round(time.perf_counter() - clock, 3)
+        clock = time.perf_counter()
+        run = fixer.run(kernel, cells)
+        result.timings["setup_s"] = round(fixer.setup_s, 3)
+        result.timings["cells_s"] = round(time.perf_counter() - clock - fixer.setup_s, 3)
+        usage = _usage(kernel) if not run.stopped else None
+        clock = time.perf_counter()
+    result.timings["shutdown_s"] = round(time.perf_counter() - clock, 3)
+    return run, usage
+
+
+def _start_spare(spares: SpareKernels, task: NotebookTask, kernel_name: str, emit: Emit) -> None:
+    """Start the kernel of the worker's next notebook now: it boots, and imports what a repair
+    needs, while this notebook runs. Same kernel name (most batches use one); in the folder the
+    executor expects next. Its pid goes to the client, which kills it if this worker dies."""
+    from ..headless.kernel import kernel_call
+
+    warm = kernel_call("warm_up", task.choice.name, module="nbrefine.ipython.repairs")
+    emit("spare", {"pid": spares.prepare(kernel_name, Path(task.next_folder), warm)})
+
+
+def _note(emit: Emit, line: str) -> None:
+    emit("note", {"text": line})
 
 
 def _load(task: NotebookTask, path: Path) -> NotebookNode:
@@ -182,12 +229,6 @@ def _usage(kernel: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _kernel_pid(kernel: Any) -> int:
-    provisioner = getattr(getattr(kernel.client, "km", None), "provisioner", None)
-    pid = getattr(provisioner, "pid", None)
-    return int(pid) if isinstance(pid, int) else 0
-
-
 def warm_up() -> float:
     """Import what every job needs (nbclient alone takes seconds), once per worker process, so a
     notebook's timings hold only its own costs. Returns the seconds it took."""
@@ -200,6 +241,13 @@ def warm_up() -> float:
     from ..providers import offline  # noqa: F401
 
     return time.perf_counter() - started
+
+
+def spare_kernels() -> SpareKernels:
+    """What a worker that runs notebook after notebook keeps between them (see :func:`repair_one`)."""
+    from ..headless import SpareKernels
+
+    return SpareKernels()
 
 
 def kill_kernel(pid: int) -> None:

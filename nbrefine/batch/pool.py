@@ -6,6 +6,12 @@ all in memory) and passes on what they send back, one :class:`Event` or
 :class:`~nbrefine.batch.job.NotebookResult` at a time. Any executor with the same two methods
 (:class:`Executor`) can replace it, e.g. one that sends each task to a cluster.
 
+A worker keeps the kernel of its next notebook started ahead (booting while it runs the current
+one) and shuts its last one down in the background (:class:`~nbrefine.headless.SpareKernels`):
+each task carries the folder of the task that many places later in the queue, where its worker
+most likely goes next. The client knows each worker's spare kernel too, and kills it with the
+worker if the worker dies.
+
 Workers ignore SIGINT (a Ctrl-C in a terminal reaches every process of the group): the client
 decides, and :meth:`LocalPool.cancel` stops them with SIGTERM, which unwinds the running job so
 its kernel is shut down; a worker that does not stop in time is killed, and its kernel with it.
@@ -22,15 +28,19 @@ import queue
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .job import Emit, NotebookResult, NotebookTask, kill_kernel, repair_one, warm_up
+from .job import Emit, NotebookResult, NotebookTask, kill_kernel, repair_one, spare_kernels, warm_up
+
+if TYPE_CHECKING:
+    from ..headless import SpareKernels
 
 __all__ = ["Event", "Executor", "LocalPool"]
 
-Job = Callable[[NotebookTask, Emit], NotebookResult]
+Job = Callable[[NotebookTask, Emit, "SpareKernels | None"], NotebookResult]
 
 PRELOAD = (
     "jupyter_client.kernelspec",
@@ -48,7 +58,8 @@ _POLL_S = 0.2
 @dataclass(frozen=True)
 class Event:
     index: int  # the task's index
-    # "ready" (index -1; data: worker, import_s), "start" (data: worker), "line", "kernel" (data: pid)
+    # "ready" (index -1; data: worker, import_s), "start" (data: worker), "line", "note",
+    # "kernel" (data: pid), "spare" (data: pid, the kernel started for the worker's next task)
     kind: str
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -75,7 +86,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Cancelled()
 
 
-def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str) -> None:
+def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str, spares: bool) -> None:
     # Forked from the fork server, which started with the first batch of this process: take
     # the client's environment and folder as they are now (a provider's key, relative paths).
     os.environ.clear()
@@ -83,7 +94,8 @@ def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str) -
     os.chdir(cwd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    with contextlib.suppress(_Cancelled):
+    # Cancelled, the job's kernel and the spare are shut down (``kernels`` waits) before it ends.
+    with contextlib.suppress(_Cancelled), _kernels(spares) as kernels:
         out.put(Event(-1, "ready", {"worker": os.getpid(), "import_s": round(warm_up(), 3)}))
         while True:
             task: NotebookTask | None = tasks.get()
@@ -95,7 +107,16 @@ def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str) -
             def emit(kind: str, data: dict[str, Any], index: int = index) -> None:
                 out.put(Event(index, kind, data))
 
-            out.put(job(task, emit))
+            out.put(job(task, emit, kernels))
+
+
+@contextlib.contextmanager
+def _kernels(spares: bool) -> Iterator[SpareKernels | None]:
+    if not spares:
+        yield None
+        return
+    with spare_kernels() as kernels:
+        yield kernels
 
 
 def _give_main_a_spec() -> None:
@@ -110,9 +131,10 @@ def _give_main_a_spec() -> None:
 class LocalPool:
     """:class:`Executor` over ``jobs`` worker processes on this machine."""
 
-    def __init__(self, jobs: int, job: Job = repair_one) -> None:
+    def __init__(self, jobs: int, job: Job = repair_one, *, spare_kernels: bool = True) -> None:
         self.jobs = max(1, jobs)
         self.job = job
+        self.spare_kernels = spare_kernels
         # Workers fork from a server that imported what every job needs once (nbclient alone
         # takes seconds): cheap to start, and no fork of the client, which has threads.
         _give_main_a_spec()
@@ -122,10 +144,11 @@ class LocalPool:
         self._out: Any = self._ctx.Queue()
         self._workers: list[Any] = []
         self._busy: dict[int, tuple[int, int]] = {}  # worker pid → (task index, kernel pid)
+        self._spares: dict[int, int] = {}  # worker pid → its spare kernel's pid
         self._paths: dict[int, str] = {}  # task index → path, for the tasks under way
 
     def run(self, tasks: Iterable[NotebookTask]) -> Iterator[Event | NotebookResult]:
-        pending = iter(tasks)
+        pending = _looking_ahead(tasks, self.jobs) if self.spare_kernels else iter(tasks)
         outstanding = 0
         for _ in range(self.jobs):
             outstanding += self._feed(pending)
@@ -143,7 +166,7 @@ class LocalPool:
         self._stop_idle()
 
     def cancel(self) -> None:
-        kernels = [kernel for _, kernel in self._busy.values()]
+        kernels = [kernel for _, kernel in self._busy.values()] + list(self._spares.values())
         for proc in self._workers:
             if proc.is_alive():
                 with contextlib.suppress(ProcessLookupError):
@@ -171,7 +194,7 @@ class LocalPool:
         return 1
 
     def _start_worker(self) -> None:
-        args = (self._tasks, self._out, self.job, dict(os.environ), os.getcwd())
+        args = (self._tasks, self._out, self.job, dict(os.environ), os.getcwd(), self.spare_kernels)
         proc = self._ctx.Process(target=_worker, args=args, daemon=True)
         proc.start()
         self._workers.append(proc)
@@ -186,10 +209,15 @@ class LocalPool:
     def _note(self, event: Event) -> None:
         if event.kind == "start":
             self._busy[int(event.data["worker"])] = (event.index, 0)
-        elif event.kind == "kernel":
-            for worker, (index, _) in self._busy.items():
-                if index == event.index:
-                    self._busy[worker] = (index, int(event.data.get("pid") or 0))
+        elif event.kind in ("kernel", "spare"):
+            worker = next((w for w, (index, _) in self._busy.items() if index == event.index), None)
+            pid = int(event.data.get("pid") or 0)
+            if worker is not None and event.kind == "kernel":
+                self._busy[worker] = (event.index, pid)
+                if self._spares.get(worker) == pid:  # its spare became this task's kernel
+                    del self._spares[worker]
+            elif worker is not None:
+                self._spares[worker] = pid
 
     def _done(self, index: int) -> None:
         self._paths.pop(index, None)
@@ -205,7 +233,8 @@ class LocalPool:
                 continue
             index, kernel = self._busy.pop(proc.pid)
             self._workers.remove(proc)
-            kill_kernel(kernel) if _alive(kernel) else None
+            for pid in (kernel, self._spares.pop(proc.pid, 0)):
+                kill_kernel(pid) if _alive(pid) else None
             self._start_worker()
             message = f"the worker process running it died ({_how(proc.exitcode)})"
             return NotebookResult(index, self._paths.get(index, "?"), "fail", message=message)
@@ -225,6 +254,18 @@ class LocalPool:
             q.cancel_join_thread()  # a killed worker may leave a half-read queue: never block on it
             q.close()
         self._workers = []
+
+
+def _looking_ahead(tasks: Iterable[NotebookTask], ahead: int) -> Iterator[NotebookTask]:
+    """Each task with the folder of the task ``ahead`` places after it: with ``ahead`` workers
+    taking turns, the one its worker most likely runs next. The last ones have none (their
+    workers start no spare kernel). Holds ``ahead`` tasks in memory, not the queue."""
+    held: deque[NotebookTask] = deque()
+    for task in tasks:
+        held.append(task)
+        if len(held) > ahead:
+            yield replace(held.popleft(), next_folder=task.folder)
+    yield from held
 
 
 def _how(exitcode: int | None) -> str:

@@ -243,6 +243,8 @@ class BatchRun:
             self.display.retrying(f"↻ {item.path}: its worker died; running it again on another worker")
         elif event.kind == "line" and item is not None:
             self.display.cell_line(str(item.path), str(event.data.get("text", "")))
+        elif event.kind == "note" and item is not None:  # e.g. its kernel started ahead had died
+            self.display.note(f"{item.path}: {event.data.get('text', '')}")
 
     def _on_result(self, result: NotebookResult) -> None:
         item = self.pending.pop(result.index, None) or self.inputs[result.index]
@@ -464,7 +466,9 @@ def _batch_client() -> Any:
 
 def _executor(opts: BatchOptions) -> Executor:
     if opts.cluster is None:
-        return LocalPool(opts.jobs)
+        # With --batch a round lasts minutes: a kernel started ahead would save nothing and
+        # double the kernels in memory.
+        return LocalPool(opts.jobs, spare_kernels=not opts.batch)
     from .cluster import DaskExecutor
 
     return DaskExecutor(opts.cluster)

@@ -32,7 +32,6 @@ from .._errors import (
     ProviderOverloadedError,
     ProviderRateLimitError,
 )
-from ..providers.anthropic import DEFAULT_MODEL, _messages
 from ..providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:  # only an annotation: at run time gate.py imports this module
@@ -58,6 +57,10 @@ class SpooledProvider:
     name = "anthropic"
 
     def __init__(self, model: str, gate: RequestGate, spool: str, retries: int) -> None:
+        # Here, not at the top: every batch kernel imports this module with the gate (for
+        # SEPARATOR), and the Anthropic SDK costs about a second that only --batch needs.
+        from ..providers.anthropic import DEFAULT_MODEL
+
         folder, _, job = spool.rpartition(":")
         self.folder, self.job = Path(folder), int(job)
         self.model = model or DEFAULT_MODEL
@@ -84,6 +87,8 @@ class SpooledProvider:
 
     def params(self, request: ProviderRequest) -> dict[str, Any]:
         """The Messages API parameters, as the Anthropic provider sends them."""
+        from ..providers.anthropic import _messages
+
         system = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
         return {
             "model": self.model,

@@ -29,7 +29,7 @@ from .fixer import (
     RunResult,
     choose_provider,
 )
-from .kernel import TIMEOUT_ENAME, Execution, KernelDriver, check_kernel, open_kernel
+from .kernel import TIMEOUT_ENAME, Execution, KernelDriver, SpareKernels, check_kernel, open_kernel
 from .notebook import notebook_text, parse_notebook, read_notebook
 from .session_json import AttemptJSON, FailureJSON, SessionJSON, TeachingJSON
 
@@ -49,6 +49,7 @@ __all__ = [
     "ProviderChoice",
     "RunResult",
     "SessionJSON",
+    "SpareKernels",
     "TeachingJSON",
     "check_kernel",
     "choose_provider",

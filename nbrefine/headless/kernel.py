@@ -13,13 +13,18 @@ nbformat and jupyter_client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
+import signal
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from .._errors import BadInputError, KernelDiedError
 from ..grounding.text import clip
@@ -30,7 +35,17 @@ if TYPE_CHECKING:
 
     from .session_json import SessionJSON
 
-__all__ = ["TIMEOUT_ENAME", "Execution", "KernelDriver", "check_kernel", "open_kernel"]
+__all__ = [
+    "TIMEOUT_ENAME",
+    "Execution",
+    "KernelDriver",
+    "SpareKernels",
+    "StartedKernel",
+    "check_kernel",
+    "open_kernel",
+    "shutdown",
+    "start_kernel",
+]
 
 #: The error name of a cell stopped by the cell timeout (nbclient's ``error_on_timeout``).
 TIMEOUT_ENAME = "CellTimeoutError"
@@ -179,13 +194,93 @@ def _sending_cell_id(client: Any, cell_id: str | None) -> Iterator[None]:
         del kc.execute  # back to the class's method
 
 
-@contextlib.contextmanager
-def open_kernel(notebook: NotebookNode, name: str, folder: Path, cell_timeout: int) -> Iterator[KernelDriver]:
-    """A kernel ``name`` started in ``folder`` for ``notebook``, shut down when the block ends;
-    :class:`BadInputError` (one line, with the kernel's last words) when it cannot start."""
+@dataclass
+class StartedKernel:
+    """A kernel process started in ``folder`` (perhaps still booting) with its client, not yet
+    given a notebook: :func:`open_kernel` makes one, or takes one a :class:`SpareKernels` made."""
+
+    name: str
+    folder: Path
+    km: Any  # nbclient's kernel manager class (jupyter_client's AsyncKernelManager)
+    kc: Any
+    log: IO[bytes]  # the kernel process's stderr
+
+    @property
+    def pid(self) -> int:
+        pid = getattr(getattr(self.km, "provisioner", None), "pid", None)
+        return int(pid) if isinstance(pid, int) else 0
+
+    def alive(self) -> bool:
+        poll = getattr(getattr(self.km, "provisioner", None), "process", None)
+        return poll is not None and poll.poll() is None
+
+
+def start_kernel(name: str, folder: Path, warm_up: str = "") -> StartedKernel:
+    """Start kernel ``name`` in ``folder`` without waiting for it to be ready; ``warm_up`` (code)
+    is queued as its first, silent request. :class:`BadInputError` (one line, with the kernel's
+    last words) when it cannot start."""
+    from jupyter_core.utils import run_sync
+
+    started: StartedKernel = run_sync(_start)(name, folder, warm_up)
+    return started
+
+
+async def _start(name: str, folder: Path, warm_up: str) -> StartedKernel:
     from nbclient import NotebookClient
 
-    client = NotebookClient(
+    # nbclient starts it, as it would for a notebook: its kernel manager, the history in memory.
+    starter = NotebookClient(nbf().v4.new_notebook(), kernel_name=name)
+    log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - the kernel's; closed at its shutdown
+    try:
+        km = starter.km = starter.create_kernel_manager()
+        await starter.async_start_new_kernel(cwd=str(folder), stderr=log)
+    except Exception as err:
+        detail = first_line(str(err)) or type(err).__name__
+        message = f"cannot start the kernel {name!r}: {detail}{_log_tail(log)}"
+        log.close()
+        raise BadInputError(message) from None
+    kc = km.client()
+    kc.start_channels()
+    if warm_up:  # a silent request: no history, no execution count, nothing displayed
+        kc.execute(warm_up, silent=True, store_history=False)
+    return StartedKernel(name, folder, km, kc, log)
+
+
+@contextlib.contextmanager
+def open_kernel(
+    notebook: NotebookNode,
+    name: str,
+    folder: Path,
+    cell_timeout: int,
+    *,
+    spares: SpareKernels | None = None,
+    note: Callable[[str], None] | None = None,
+) -> Iterator[KernelDriver]:
+    """A kernel ``name`` in ``folder`` for ``notebook``, shut down when the block ends;
+    :class:`BadInputError` (one line, with the kernel's last words) when it cannot start.
+    With ``spares``, the kernel started ahead for this notebook is used if it has the same name
+    and folder (a dead one is replaced by a fresh start, said in one line to ``note``), and the
+    kernel is shut down in the background."""
+    client = _notebook_client(notebook, name, folder, cell_timeout)
+    kernel = _ready(client, spares.take(name, folder) if spares else None, note or (lambda line: None))
+    try:
+        kc: Any = client.kc
+        info = client.wait_for_reply(kc.kernel_info())
+        if info is not None and "language_info" in info["content"]:
+            notebook.metadata["language_info"] = info["content"]["language_info"]
+        yield KernelDriver(client, kernel.log)
+    finally:
+        client.kc = client.km = None
+        if spares is not None:
+            spares.retire(kernel)
+        else:
+            shutdown(kernel)
+
+
+def _notebook_client(notebook: NotebookNode, name: str, folder: Path, cell_timeout: int) -> Any:
+    from nbclient import NotebookClient
+
+    return NotebookClient(
         notebook,
         kernel_name=name,
         timeout=cell_timeout,
@@ -200,20 +295,166 @@ def open_kernel(notebook: NotebookNode, name: str, folder: Path, cell_timeout: i
         record_timing=False,
         resources={"metadata": {"path": str(folder)}},
     )
-    with contextlib.ExitStack() as stack:
-        # The kernel process's own stderr (start-up warnings, a dying interpreter's last words)
-        # goes to a file: shown when the kernel cannot start or dies, not mixed into our lines.
-        log = stack.enter_context(tempfile.TemporaryFile(mode="w+b"))
+
+
+def _ready(client: Any, spare: StartedKernel | None, note: Callable[[str], None]) -> StartedKernel:
+    """``client`` attached to a kernel ready to run: ``spare`` if it answers, else a fresh one
+    started in the notebook's folder (``client.resources``)."""
+    folder = Path(client.resources["metadata"]["path"])
+    if spare is not None:
         try:
-            stack.enter_context(client.setup_kernel(cwd=str(folder), stderr=log))
-        except Exception as err:
-            detail = first_line(str(err)) or type(err).__name__
-            raise BadInputError(f"cannot start the kernel {name!r}: {detail}{_log_tail(log)}") from None
-        kc: Any = client.kc
-        info = client.wait_for_reply(kc.kernel_info())
-        if info is not None and "language_info" in info["content"]:
-            notebook.metadata["language_info"] = info["content"]["language_info"]
-        yield KernelDriver(client, log)
+            return _attach(client, spare)
+        except BadInputError as err:
+            reason = str(err).partition(": ")[2]
+            note(f"the kernel started ahead could not be used ({reason}); starting a fresh one")
+    kernel = start_kernel(client.kernel_name, folder)
+    return _attach(client, kernel)
+
+
+def _attach(client: Any, kernel: StartedKernel) -> StartedKernel:
+    """Wait until ``kernel`` answers, then give it to ``client``; a kernel that dies first is
+    shut down and reported as :class:`BadInputError`."""
+    from jupyter_core.utils import run_sync
+
+    try:
+        if not kernel.alive():
+            raise RuntimeError("the kernel died before it was used")
+        run_sync(_answering)(kernel.kc, client.startup_timeout)
+    except BaseException as err:
+        detail = first_line(str(err)) or type(err).__name__
+        message = f"cannot start the kernel {kernel.name!r}: {detail}{_log_tail(kernel.log)}"
+        shutdown(kernel)  # also on Ctrl-C: no kernel is left behind
+        if not isinstance(err, Exception):
+            raise
+        raise BadInputError(message) from None
+    kernel.kc.allow_stdin = False
+    client.km, client.kc = kernel.km, kernel.kc
+    return kernel
+
+
+async def _answering(kc: Any, timeout: float) -> None:
+    """Return when the kernel has answered a ``kernel_info`` request on shell and its iopub
+    messages reach us (a SUB socket misses what was published before it connected). As
+    jupyter_client's ``wait_for_ready``, but it waits for the messages of its own request, not a
+    fixed 0.2 s for any: a kernel started ahead, idle, publishes nothing else."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg_id = kc.kernel_info()
+        if await _reply(kc.shell_channel, msg_id, 1.0) and await _reply(kc.iopub_channel, msg_id, 1.0):
+            return
+        if not await kc.is_alive():
+            raise RuntimeError("the kernel died before it answered")
+    raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
+
+
+async def _reply(channel: Any, msg_id: str, seconds: float) -> bool:
+    """Whether a message in reply to ``msg_id`` comes on ``channel`` within ``seconds`` (the
+    others are dropped: a warm-up's, an earlier attempt's)."""
+    from queue import Empty
+
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        try:
+            msg = await channel.get_msg(timeout=left)
+        except Empty:
+            return False
+        if msg["parent_header"].get("msg_id") == msg_id:
+            return True
+    return False
+
+
+def shutdown(kernel: StartedKernel) -> None:
+    """Stop ``kernel`` as nbclient does (a shutdown request, then SIGTERM and SIGKILL if it takes
+    too long) and free its files. Runs in this thread's event loop (see :class:`SpareKernels`
+    for another thread)."""
+    from jupyter_core.utils import run_sync
+
+    kernel.kc.stop_channels()
+    try:
+        run_sync(_stop)(kernel.km)
+    finally:
+        kernel.log.close()
+
+
+async def _stop(km: Any) -> None:
+    try:
+        if await km.is_alive():
+            await km.shutdown_kernel(now=False)
+    except RuntimeError as err:  # already gone
+        if "No kernel is running!" not in str(err):
+            raise
+    finally:
+        await km.cleanup_resources()
+
+
+class SpareKernels:
+    """A batch worker's kernels: the one started ahead for its next notebook (:meth:`prepare`,
+    :meth:`take`) and those shutting down in the background (:meth:`retire`). A notebook's kernel
+    boots, and the last one exits, while the worker runs another notebook's cells; each kernel
+    still serves one notebook only. :meth:`close` (the block's end) stops them all and waits."""
+
+    def __init__(self) -> None:
+        self.spare: StartedKernel | None = None
+        self._stopping: list[threading.Thread] = []
+
+    def __enter__(self) -> SpareKernels:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def prepare(self, name: str, folder: Path, warm_up: str = "") -> int:
+        """Start the kernel for the next notebook (``name`` in ``folder``); its pid, 0 when it
+        cannot start (the next notebook then starts its own and says why)."""
+        if self.spare is not None:
+            self.retire(self.spare)
+            self.spare = None
+        if not folder.is_dir():  # gone since it was queued: its notebook will say so itself
+            return 0
+        try:
+            self.spare = start_kernel(name, folder, warm_up)
+        except BadInputError:
+            return 0
+        return self.spare.pid
+
+    def take(self, name: str, folder: Path) -> StartedKernel | None:
+        """The spare kernel if it is ``name`` in ``folder``; otherwise None (and it is retired)."""
+        spare, self.spare = self.spare, None
+        if spare is not None and (spare.name, spare.folder) != (name, folder):
+            self.retire(spare)
+            return None
+        return spare
+
+    def retire(self, kernel: StartedKernel) -> None:
+        """Shut ``kernel`` down in a thread of its own: its exit takes a few tenths of a second
+        that the next notebook need not wait for."""
+        kernel.kc.stop_channels()  # here: its sockets belong to this thread's loop
+        self._stopping = [t for t in self._stopping if t.is_alive()]
+        thread = threading.Thread(target=_stop_in_thread, args=(kernel,), name="nbrefine-kernel-shutdown")
+        thread.start()
+        self._stopping.append(thread)
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.retire(self.spare)
+            self.spare = None
+        for thread in self._stopping:
+            thread.join()
+        self._stopping = []
+
+
+def _stop_in_thread(kernel: StartedKernel) -> None:
+    # A loop of the thread's own: the kernel manager's sockets follow the loop that uses them.
+    try:
+        with contextlib.suppress(Exception):  # whatever went wrong, the process is killed below
+            asyncio.run(_stop(kernel.km))
+    finally:
+        kernel.log.close()
+        process = getattr(kernel.km.provisioner, "process", None)
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(kernel.pid, signal.SIGKILL)  # with the trial processes it forked
+            process.wait()  # reaped: no zombie left either
 
 
 def check_kernel(name: str) -> None:

@@ -11,6 +11,7 @@ May import: IPython, :mod:`nbrefine.engine` and everything below it, and this pa
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 import time
@@ -51,7 +52,7 @@ from .progress import Progress, say_accepted, stop_message
 if TYPE_CHECKING:
     from .magics import RefineMagics
 
-__all__ = ["Repairs", "resolve"]
+__all__ = ["Repairs", "resolve", "warm_up"]
 
 _TRANSFORMED_KEPT = 2048  # cells whose plain Python is remembered (then forgotten all at once)
 
@@ -433,6 +434,20 @@ class Repairs:
             ) from None
         except SessionStateError as err:
             raise UsageError(f"%refine {verb}: {err}") from None
+
+
+def warm_up(provider: str = "") -> None:
+    """Import and load now what the first repair needs (this module came with the call): a
+    batch's kernel started ahead does it while it waits for its notebook, so that notebook's
+    first failure does not. Modules and caches only: no name of the user's, no setting."""
+    import importlib
+
+    from ..grounding.redaction import detectors
+
+    detectors.load()  # detect-secrets' plugins: the bulk of a first Redactor
+    for module in ("stack_data", "nbrefine.providers.offline", f"nbrefine.providers.{provider}"):
+        with contextlib.suppress(ImportError):  # stack_data: IPython's tracebacks of a failing cell
+            importlib.import_module(module)
 
 
 def resolve(magic: Callable[..., Any], settings: Refine, line: str) -> CellRun:

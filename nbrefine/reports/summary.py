@@ -67,7 +67,8 @@ class Totals:
     cost_unknown: int = 0  # notebooks whose model replies had no known price
     seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
-            ("total_s", "queued_s", "kernel_start_s", "setup_s", "cells_s", "shutdown_s"), 0.0
+            ("total_s", "queued_s", "kernel_start_s", "spare_start_s", "setup_s", "cells_s", "shutdown_s"),
+            0.0,
         )
     )
     timed: int = 0  # notebooks run in this batch (not resumed), whose timings are added up
