@@ -150,3 +150,38 @@ def test_a_hint_record_or_a_policy_is_not_a_fix() -> None:
     assert read_provenance({"nbrefine": {"mode": "hint", "hint": "Look again."}}) is None
     assert read_provenance({"nbrefine": {"mode": "hint", "lock": True}}) is None
     assert read_provenance({}) is None
+
+
+def test_a_kernel_whose_port_was_taken_meanwhile_is_started_again(tmp_path, monkeypatch) -> None:
+    """jupyter_client picks free ports that the kernel binds a moment later; when another process
+    took one in between, the kernel dies at once (zmq: Address already in use). One more start,
+    said in one line, and the notebook runs."""
+    from nbformat.v4 import new_notebook
+
+    from nbrefine.headless import kernel as driver
+
+    real_attach, calls, notes = driver._attach, [], []
+
+    def attach_once_taken(client, started):
+        calls.append(started)
+        if len(calls) == 1:  # what the first, dead kernel would report
+            driver.shutdown(real_attach(client, started))
+            raise BadInputError("cannot start the kernel 'python3': Address already in use (addr='tcp://…')")
+        return real_attach(client, started)
+
+    monkeypatch.setattr(driver, "_attach", attach_once_taken)
+    with driver.open_kernel(new_notebook(), "python3", tmp_path, 30, note=notes.append) as kernel:
+        assert kernel is not None
+    assert len(calls) == 2 and calls[0] is not calls[1]
+    assert notes == ["a port given to the kernel was taken before it could bind it; starting it again"]
+
+    def attach_other_failure(client, started):
+        driver.shutdown(real_attach(client, started))
+        raise BadInputError("cannot start the kernel 'python3': No module named ipykernel")
+
+    monkeypatch.setattr(driver, "_attach", attach_other_failure)
+    with (
+        pytest.raises(BadInputError, match="No module named ipykernel"),
+        driver.open_kernel(new_notebook(), "python3", tmp_path, 30),
+    ):
+        pass

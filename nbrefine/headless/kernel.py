@@ -307,8 +307,18 @@ def _ready(client: Any, spare: StartedKernel | None, note: Callable[[str], None]
         except BadInputError as err:
             reason = str(err).partition(": ")[2]
             note(f"the kernel started ahead could not be used ({reason}); starting a fresh one")
-    kernel = start_kernel(client.kernel_name, folder)
-    return _attach(client, kernel)
+    try:
+        return _attach(client, start_kernel(client.kernel_name, folder))
+    except BadInputError as err:
+        # jupyter_client picks free ports and the kernel binds them a moment later: another
+        # process may take one in between. That kernel dies at once; one more start is cheap.
+        if _PORT_TAKEN not in str(err):
+            raise
+        note("a port given to the kernel was taken before it could bind it; starting it again")
+        return _attach(client, start_kernel(client.kernel_name, folder))
+
+
+_PORT_TAKEN = "Address already in use"  # what zmq says when the kernel cannot bind a port
 
 
 def _attach(client: Any, kernel: StartedKernel) -> StartedKernel:
