@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from _revisions import worktree
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,16 +218,6 @@ def compile_bytecode(tree: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nbrefine")], check=True)
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print(f"bytecode compiled in {tree} (PYTHONDONTWRITEBYTECODE is set here)")
-
-
-@contextlib.contextmanager
-def worktree(rev: str, where: Path) -> Iterator[Path]:
-    git = ["git", "-C", str(ROOT), "worktree"]
-    subprocess.run([*git, "add", "-q", "--detach", str(where), rev], check=True)
-    try:
-        yield where
-    finally:
-        subprocess.run([*git, "remove", "--force", str(where)], check=False)
 
 
 def print_table(f: dict[str, Any], variants: list[Variant]) -> None:

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _revisions import worktree
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
@@ -70,26 +72,20 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--mib", type=int, default=1024, help="size of the live array")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "old"
-        git = ["git", "-C", str(ROOT), "worktree"]
-        subprocess.run([*git, "add", "-q", "--detach", str(old), args.rev], check=True)
-        try:
-            starts: dict[str, list[float]] = {"this checkout": [], args.rev: []}
-            firsts: dict[str, list[float]] = {"this checkout": [], args.rev: []}
-            laters: dict[str, list[float]] = {"this checkout": [], args.rev: []}
-            layers: dict[str, list[str]] = {}
-            for number in range(args.rounds):
-                order = [("this checkout", ROOT), (args.rev, old)]
-                for label, tree in order if number % 2 == 0 else order[::-1]:
-                    result = measure(tree, args.mib, args.trials)
-                    starts[label] += result["starts"]  # type: ignore[arg-type]
-                    firsts[label].append(result["starts"][0])  # type: ignore[index]
-                    laters[label] += result["starts"][1:]  # type: ignore[index]
-                    layers[label] = result["layers"]  # type: ignore[assignment]
-                print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
-        finally:
-            subprocess.run([*git, "remove", "--force", str(old)], check=False)
+    with tempfile.TemporaryDirectory() as tmp, worktree(args.rev, Path(tmp) / "old") as old:
+        starts: dict[str, list[float]] = {"this checkout": [], args.rev: []}
+        firsts: dict[str, list[float]] = {"this checkout": [], args.rev: []}
+        laters: dict[str, list[float]] = {"this checkout": [], args.rev: []}
+        layers: dict[str, list[str]] = {}
+        for number in range(args.rounds):
+            order = [("this checkout", ROOT), (args.rev, old)]
+            for label, tree in order if number % 2 == 0 else order[::-1]:
+                result = measure(tree, args.mib, args.trials)
+                starts[label] += result["starts"]  # type: ignore[arg-type]
+                firsts[label].append(result["starts"][0])  # type: ignore[index]
+                laters[label] += result["starts"][1:]  # type: ignore[index]
+                layers[label] = result["layers"]  # type: ignore[assignment]
+            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
     load = os.getloadavg()
     print(f"trial start at {args.mib} MiB, {args.rounds} rounds x {args.trials} trials per version")
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 cores, shared)")

@@ -21,6 +21,7 @@ Usage: .venv/bin/python bench/bench_load.py [--rev 8922395] [--rounds 15] [--imp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -30,6 +31,8 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from _revisions import worktree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -153,19 +156,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--importtime", type=int, default=0, metavar="N", help="the N slowest imports")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         trees = {"this checkout": ROOT}
-        git = ["git", "-C", str(ROOT), "worktree"]
         if args.rev:
-            trees[args.rev] = Path(tmp) / "old"
-            subprocess.run([*git, "add", "-q", "--detach", str(trees[args.rev]), args.rev], check=True)
-        try:
-            pycache = Path(tmp) / "pycache"
-            seen = run_rounds(trees, args.rounds, pycache)
-            stderr = measure(ROOT, Version(), pycache, importtime=True) if args.importtime else ""
-        finally:
-            if args.rev:
-                subprocess.run([*git, "remove", "--force", str(trees[args.rev])], check=False)
+            trees[args.rev] = stack.enter_context(worktree(args.rev, Path(tmp) / "old"))
+        pycache = Path(tmp) / "pycache"
+        seen = run_rounds(trees, args.rounds, pycache)
+        stderr = measure(ROOT, Version(), pycache, importtime=True) if args.importtime else ""
     report(seen, args.rounds)
     if args.importtime:
         print(f"the {args.importtime} slowest imports of this checkout's load (cumulative, -X importtime):")

@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _revisions import worktree
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
@@ -119,18 +121,12 @@ def main() -> int:
     args = parser.parse_args()
     labels = ("this checkout", args.rev)
     results: dict[str, list[dict[str, object]]] = {label: [] for label in labels}
-    with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "old"
-        git = ["git", "-C", str(ROOT), "worktree"]
-        subprocess.run([*git, "add", "-q", "--detach", str(old), args.rev], check=True)
-        try:
-            for number in range(args.rounds):
-                order = [(labels[0], ROOT), (labels[1], old)]
-                for label, tree in order if number % 2 == 0 else order[::-1]:
-                    results[label].append(measure(tree, args))
-                print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
-        finally:
-            subprocess.run([*git, "remove", "--force", str(old)], check=False)
+    with tempfile.TemporaryDirectory() as tmp, worktree(args.rev, Path(tmp) / "old") as old:
+        for number in range(args.rounds):
+            order = [(labels[0], ROOT), (labels[1], old)]
+            for label, tree in order if number % 2 == 0 else order[::-1]:
+                results[label].append(measure(tree, args))
+            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
     report(args, results)
     return 0
 

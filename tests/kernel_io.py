@@ -98,6 +98,17 @@ def children_of(ppid: int) -> dict[int, str]:
     return found
 
 
+def wait_until(condition: Any, within: float = 5.0) -> bool:
+    """Poll ``condition`` (a callable) every 50 ms until it holds; False if it still does not
+    after ``within`` seconds (a process ends, a file appears: things the test cannot be told of)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def kernels_in(folder: Path) -> list[int]:
     """Processes running ipykernel whose working folder is in ``folder``: a batch's kernels,
     the ones started ahead included (they run in their notebook's folder)."""

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from kernel_io import children_of, wait_until
 from machine import expect_layers
 
 from nbrefine.grounding import Redactor
@@ -149,28 +150,13 @@ def test_cancel_kills_a_trial_in_the_spare(snapshot):
     assert snapshot.last_start == "spare"
 
 
-def _children(parent: int) -> set[int]:
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == parent:
-                        found.add(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
 def test_close_leaves_no_spare_and_no_scratch_folder(monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the snapshot makes scratch folders
     snap = Snapshot.take({}, Redactor(environ={}))
     assert snap.run(TrialSpec("pass")).ok and snap.last_start == "spare"
-    waiting = _children(snap.pid)  # the next spare (and the PID namespace's pid 1)
+    waiting = set(children_of(snap.pid))  # the next spare (and the PID namespace's pid 1)
     assert waiting and list(tmp_path.glob("nbrefine-trial-*"))
     snap.close()
-    deadline = time.monotonic() + 10
-    while any(os.path.exists(f"/proc/{pid}") for pid in waiting) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in waiting), within=10)
     assert not [pid for pid in waiting if os.path.exists(f"/proc/{pid}")]
     assert not list(tmp_path.glob("nbrefine-trial-*"))

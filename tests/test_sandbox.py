@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from kernel_io import children_of, wait_until
 from machine import expect_layers
 
 from nbrefine.grounding import Redactor
@@ -220,7 +221,7 @@ def test_snapshot_trials_start_in_the_namespaces_it_prepared():
     /dev only the devices a program needs. Nothing is left once the snapshot is closed."""
     from nbrefine.sandbox.hardening.policy import DEVICES
 
-    before = _children()
+    before = set(children_of(os.getpid()))
     snap = Snapshot.take({}, Redactor(environ={}))
     try:
         code = (
@@ -231,7 +232,7 @@ def test_snapshot_trials_start_in_the_namespaces_it_prepared():
         )
         first, second = snap.run(TrialSpec(code)), snap.run(TrialSpec(code))
         crash = snap.run(TrialSpec("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"))
-        pid_one = _children(snap.pid)  # pid 1 of the trials' namespace (the snapshot's child)
+        pid_one = set(children_of(snap.pid))  # pid 1 of the trials' namespace (the snapshot's child)
     finally:
         snap.close()
     for outcome in (first, second):
@@ -242,8 +243,9 @@ def test_snapshot_trials_start_in_the_namespaces_it_prepared():
         assert int(pid) > 1 and ppid == "0" and "1" in pids  # pid 1 is the namespace's holder
         assert eval(dev) == sorted(DEVICES)
     assert crash.status == "crashed" and "SIGSEGV" in crash.detail  # a signal to itself still lands
-    assert _wait_for(lambda: _children() <= before), f"left behind: {_children() - before}"
-    assert _wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pid_one)), pid_one
+    mine = lambda: set(children_of(os.getpid()))  # noqa: E731 - read again on each poll
+    assert wait_until(lambda: mine() <= before), f"left behind: {mine() - before}"
+    assert wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pid_one)), pid_one
 
 
 def test_a_kernel_with_large_page_tables_gets_a_spawned_pid_one(monkeypatch):
@@ -256,14 +258,14 @@ def test_a_kernel_with_large_page_tables_gets_a_spawned_pid_one(monkeypatch):
     snap = Snapshot.take({}, Redactor(environ={}))
     try:
         outcome = snap.run(TrialSpec("import os\nassert os.getpid() > 1 and os.getppid() == 0"))
-        ones = {pid for pid in _children(snap.pid) if b"nbrefine-pid1" in _cmdline(pid)}
+        ones = {pid for pid in set(children_of(snap.pid)) if b"nbrefine-pid1" in _cmdline(pid)}
         environ = [_environ(pid) for pid in ones]
     finally:
         snap.close()
     expect_layers(outcome.layers, "pidns")
     assert outcome.ok, outcome.render()
     assert len(ones) == 1 and environ == [b""], (ones, environ)
-    assert _wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in ones)), ones
+    assert wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in ones)), ones
 
 
 def _cmdline(pid: int) -> bytes:
@@ -378,31 +380,6 @@ def test_an_ipython_history_database_is_hidden_wherever_it_is(tmp_path):
     for outcome in outcomes:
         expect_layers(outcome.layers, "landlock")
         assert outcome.ok, outcome.render()
-
-
-def _children(parent: int | None = None) -> set[int]:
-    parent = os.getpid() if parent is None else parent
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == parent:
-                        found.add(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-def _wait_for(condition, within: float = 5.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 # --------------------------------------------------------------------------- issue 19, item 3

@@ -438,16 +438,9 @@ class ReviewPanel:
             return
         target = self._target()
         frontend_runs = target is not None and session.prepare is not None
-        with self.output:
-            try:
-                ok = session.accept(anyway=anyway, run_here=not frontend_runs)
-            except UnverifiedFixError as err:
-                self.refresh()  # the reason shows above the buttons, and "Apply anyway" appears
-                self._say(f"Not applied: {err}. Apply anyway runs it all the same.")
-                return
-            except SessionStateError as err:
-                self._say(str(err))
-                return
+        ok = self._accept(anyway=anyway, run_here=not frontend_runs)
+        if ok is None:
+            return
         self.refresh()
         verb = "Applied anyway" if anyway else "Accepted"
         if target is None:
@@ -459,6 +452,19 @@ class ReviewPanel:
         else:
             self._say(f"{verb}: {_ran(ok)}.")
         self._write_into_cell(target, run=frontend_runs)
+
+    def _accept(self, *, anyway: bool, run_here: bool = True, elsewhere: bool = False) -> bool | None:
+        """``session.accept`` with its output in the panel; None (the reason said) when it was
+        refused: not verified, or the session cannot be accepted now."""
+        with self.output:
+            try:
+                return self.session.accept(anyway=anyway, run_here=run_here, elsewhere=elsewhere)
+            except UnverifiedFixError as err:
+                self.refresh()  # the reason shows above the buttons, and "Apply anyway" appears
+                self._say(f"Not applied: {err}. Apply anyway runs it all the same.")
+            except SessionStateError as err:
+                self._say(str(err))
+        return None
 
     def _target(self) -> tuple[str, str, str] | None:
         """The cell to write: its id, the source it ran with, and its new source."""
@@ -509,16 +515,9 @@ class ReviewPanel:
         plan = session.plan
         assert plan is not None
         request = _plan_request(session, plan)
-        with self.output:
-            try:
-                ok = session.accept(anyway=anyway, elsewhere=not isinstance(request, str))
-            except UnverifiedFixError as err:
-                self.refresh()
-                self._say(f"Not applied: {err}. Apply anyway runs it all the same.")
-                return
-            except SessionStateError as err:
-                self._say(str(err))
-                return
+        ok = self._accept(anyway=anyway, elsewhere=not isinstance(request, str))
+        if ok is None:
+            return
         self.refresh()
         verb = "Applied anyway" if anyway else "Accepted"
         if isinstance(request, str):  # today's path: the cells ran here, in order; nothing written

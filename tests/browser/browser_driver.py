@@ -38,6 +38,14 @@ EXTENSION_NAME = "nbrefine-labextension"
 PLUGIN_ID = "nbrefine-labextension:plugin"
 
 
+def artifact(locator: Any, file: str) -> Path:
+    """A screenshot of ``locator`` (scrolled into view) into the artifacts folder, as ``file``."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(ARTIFACTS / file))
+    return ARTIFACTS / file
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

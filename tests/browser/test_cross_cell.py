@@ -24,9 +24,9 @@ import time
 from typing import Any
 
 import pytest
-from browser_driver import ARTIFACTS, ROOT, App, expect
+from browser_driver import ARTIFACTS, ROOT, App, artifact, expect
 from panel_page import box, diff_contrast, set_theme
-from test_write_cells import FIRST_RANDOM, kinds, order, state, text, write_notebook
+from test_write_cells import FIRST_RANDOM, kinds, order, ran_after, state, text, write_notebook
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -140,22 +140,6 @@ def panel_of(app: App, name: str, index: int, tag: str, plan: bool = True) -> An
     return cell
 
 
-def ran_after(
-    app: App, name: str, counts: dict[str, int], timeout: float = 60.0
-) -> dict[str, dict[str, Any]]:
-    """Wait until each cell of ``counts`` ran again (a higher execution count) and the kernel is
-    idle; the cells then."""
-    deadline = time.monotonic() + timeout
-    while True:
-        cells = state(app, name)
-        if all((cells[i]["count"] or 0) > before for i, before in counts.items()):
-            app.js("ready", name, 30_000)
-            return state(app, name)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the cells did not run: {cells}")
-        time.sleep(0.2)
-
-
 def has_fixed_line(cell: dict[str, Any]) -> bool:
     outputs = cell["outputs"]
     return bool(outputs) and outputs[0].get("metadata", {}).get("nbrefine", {}).get("fixed") is True
@@ -179,9 +163,7 @@ def no_traceback(cells: dict[str, dict[str, Any]]) -> None:
 
 def shot(locator: Any, file: str, docs: bool = False) -> None:
     """A screenshot into the artifacts; into docs/ too when asked (or missing)."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    locator.scroll_into_view_if_needed()
-    locator.screenshot(path=str(ARTIFACTS / file))
+    artifact(locator, file)
     target = ROOT / "docs" / CROSS_DOCS
     if docs and (os.environ.get("NBREFINE_UPDATE_SCREENSHOTS") == "1" or not target.exists()):
         shutil.copyfile(ARTIFACTS / file, target)

@@ -17,24 +17,15 @@ import json
 from typing import Any
 
 import pytest
-from browser_driver import ARTIFACTS, App, expect
+from browser_driver import ARTIFACTS, App, artifact, expect
 from panel_page import diff_contrast, install
+from test_cross_cell import READY, SETUP
 
 pytestmark = pytest.mark.timeout(300)
 
 APPS = ["lab", "nb7"]
 PANEL_TIMEOUT = 90_000
 HEADLINE = "Needs review — the fix adds what the cell did not do"
-READY = "Verified fix ready — it passed a trial run"
-
-SETUP = "\n".join(
-    [
-        "%load_ext nbrefine",
-        "%config Refine.quick_fixes = False",  # the model path, not the offline quick fixes
-        "%config Refine.max_retries = 0",
-        "%config Refine.request_timeout = 30.0",
-    ]
-)
 DATA = "prices = [1, 2, 3]"
 REFINE = "%%refine\ntotal = sum(pricez)"
 #: Correct (``pricez`` → ``prices``), and it also probes the sandbox: what it adds is line 3 of the
@@ -48,12 +39,6 @@ DEFINED = "print('total' in globals())"
 
 def block(code: str, explanation: str) -> dict[str, str]:
     return {"text": f"{explanation}\n\n```python\n{code}\n```"}
-
-
-def shot(locator: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    locator.scroll_into_view_if_needed()
-    locator.screenshot(path=str(ARTIFACTS / name))
 
 
 @pytest.mark.parametrize("app_name", APPS)
@@ -115,7 +100,7 @@ def test_a_fix_that_adds_what_the_cell_did_not_do_needs_review_before_it_runs(
     assert worst["ratio"] >= 4.5, worst
     (ARTIFACTS / f"contrast-needs-review-{app_name}.json").write_text(json.dumps(measured, indent=1))
     app.page.mouse.click(5, 5)  # no hover or focus on the screenshot
-    shot(panel, f"panel-needs-review-{app_name}.png")
+    artifact(panel, f"panel-needs-review-{app_name}.png")
 
     # Apply anyway: the fix is written into the cell and runs there.
     anyway.click()

@@ -15,7 +15,7 @@ import shutil
 from typing import Any
 
 import pytest
-from browser_driver import ARTIFACTS, ROOT, App, expect
+from browser_driver import ARTIFACTS, ROOT, App, artifact, expect
 from panel_page import box, diff_contrast, focus_ring, set_theme
 
 pytestmark = pytest.mark.timeout(300)
@@ -81,9 +81,7 @@ DOCS = {
 
 def shot(locator: Any, name: str) -> None:
     """A screenshot into the artifacts; the README's into docs/ too when asked (or missing)."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    locator.scroll_into_view_if_needed()
-    locator.screenshot(path=str(ARTIFACTS / name))
+    artifact(locator, name)
     target = ROOT / "docs" / name
     if name not in DOCS:
         return

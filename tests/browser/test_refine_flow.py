@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from browser_driver import ARTIFACTS, App, JupyterServer, expect
+from browser_driver import App, JupyterServer, artifact, expect
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -62,9 +62,7 @@ def run_to_panel(app: App, name: str, refine_index: int = I_REFINE, first: int =
 
 
 def screenshot(cell: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    cell.scroll_into_view_if_needed()
-    cell.screenshot(path=str(ARTIFACTS / name))
+    artifact(cell, name)
 
 
 def status_of(cell: Any, text: str) -> None:

@@ -144,7 +144,7 @@ def edit(cell_id: str, expected: str, source: str, **provenance: Any) -> dict[st
 
 
 def ran_after(
-    app: App, name: str, counts: dict[str, int], timeout: float = 30.0
+    app: App, name: str, counts: dict[str, int], timeout: float = 60.0
 ) -> dict[str, dict[str, Any]]:
     """Wait until each cell of ``counts`` has a higher execution count than that (and the kernel
     is idle again); the cells then."""

@@ -611,14 +611,19 @@ class Redactor:
             return head
         return head[: tail_start + where[best[0]]] + _marker(best[1])
 
-    def _redact_rules(self, text: str) -> str:
-        # Each rule runs only if a cheap substring test says it could match.
-        low = text.lower()
+    def _own_shapes(self, text: str, low: str) -> str:
+        """AWS keys and the token shapes of :data:`_SHAPES` (``low``: ``text`` lower-cased)."""
         if "AKIA" in text or "ASIA" in text or any(hint in low for hint in _AWS_HINTS):
             text = self._aws(text)
         for hints, shape in _SHAPES:
             if any(hint in text for hint in hints):
                 text = self._outside_markers(functools.partial(shape.sub, self._shape_repl), text)
+        return text
+
+    def _redact_rules(self, text: str) -> str:
+        # Each rule runs only if a cheap substring test says it could match.
+        low = text.lower()
+        text = self._own_shapes(text, low)
         if "://" in text:
             text = self._outside_markers(lambda t: _URL_PASSWORD_RE.sub(self._url_repl, t), text)
         if "bearer" in low:
@@ -701,12 +706,7 @@ class Redactor:
 
     def _shapes_only(self, text: str) -> str:
         """The rules that recognise a credential by its own shape, not by where it stands."""
-        low = text.lower()
-        if "AKIA" in text or "ASIA" in text or any(hint in low for hint in _AWS_HINTS):
-            text = self._aws(text)
-        for hints, shape in _SHAPES:
-            if any(hint in text for hint in hints):
-                text = self._outside_markers(functools.partial(shape.sub, self._shape_repl), text)
+        text = self._own_shapes(text, text.lower())
         text = self._outside_markers(lambda t: _CANDIDATE_RE.sub(self._candidate_repl, t), text)
 
         def found(t: str) -> str:
