@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -21,3 +24,17 @@ def shell():
     from nbrefine.engine.state import reset
 
     reset()  # what a kernel remembers (policy lock, hints, spending, cached replies) is process-wide
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No real provider, no inherited nbrefine settings: the tests pick their provider."""
+    for name in list(os.environ):
+        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def clean_env_in_tmp(clean_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """:func:`clean_env`, and the test runs in its ``tmp_path`` (what a run writes lands there)."""
+    monkeypatch.chdir(tmp_path)

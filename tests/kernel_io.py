@@ -98,6 +98,15 @@ def children_of(ppid: int) -> dict[int, str]:
     return found
 
 
+def exists(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie does: a kernel must also be reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def wait_until(condition: Any, within: float = 5.0) -> bool:
     """Poll ``condition`` (a callable) every 50 ms until it holds; False if it still does not
     after ``within`` seconds (a process ends, a file appears: things the test cannot be told of)."""

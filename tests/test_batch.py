@@ -31,18 +31,9 @@ from nbrefine.cli.main import main
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic
-from kernel_io import kernels_in
+from kernel_io import exists, kernels_in
 
-pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No real provider, no inherited nbrefine settings; the run happens in tmp_path."""
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env_in_tmp")]
 
 
 def notebook(path: Path, *sources: str, kernel: str = "python3", cells: list[Any] | None = None) -> Path:
@@ -226,14 +217,6 @@ WAIT = (
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_ctrl_c_stops_every_kernel_writes_nothing_half_done_and_the_partial_report(tmp_path: Path) -> None:
     notebook(tmp_path / "nbs/a_quick.ipynb", "x = 1")
     for name in ("s0", "s1"):
@@ -257,7 +240,7 @@ def test_ctrl_c_stops_every_kernel_writes_nothing_half_done_and_the_partial_repo
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 0)
     assert proc.returncode == 130, out + err
-    assert [pid for pid in pids if _alive(pid)] == []  # every kernel was shut down
+    assert [pid for pid in pids if exists(pid)] == []  # every kernel was shut down
     assert kernels_in(tmp_path) == []  # and those started ahead for the next notebooks
     assert "Traceback" not in err and "interrupted" in err
     outputs = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").rglob("*") if p.is_file())
@@ -331,7 +314,7 @@ def test_a_worker_that_dies_fails_its_notebook_and_the_batch_goes_on(tmp_path: P
     }
     assert rows["nbs/a_doomed.ipynb"]["message"] == "the worker process running it died (killed by SIGKILL)"
     assert "✗ nbs/a_doomed.ipynb: the worker process running it died (killed by SIGKILL)" in err
-    assert not _alive(int((tmp_path / "nbs/kernel.pid").read_text()))  # its kernel went with it
+    assert not exists(int((tmp_path / "nbs/kernel.pid").read_text()))  # its kernel went with it
     assert kernels_in(tmp_path) == []  # and the one it had started for its next notebook
     assert rows["nbs/b_fine.ipynb"]["worker"] != f"{os.uname().nodename}:{killed[0]}"  # a new worker
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic
 from test_batch import FAILING, FIX_REPLY, TOGETHER, notebook
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("clean_env_in_tmp")]
 
 # A fix that still fails: its trial's error is the feedback the next round's request carries.
 WRONG_REPLY = "Fixed the name.\n\n```python\nvalue = 21\nprint(valeu2 * 2)\n```"
@@ -46,14 +45,6 @@ class TimedFake(FakeAnthropic):
     def _record(self, request: dict[str, Any]) -> None:
         self.arrivals.append((time.time(), request["method"], request["path"]))
         super()._record(request)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic  # noqa: E402
 from test_batch import FAILING, FIX_REPLY, TOGETHER, code_sources, notebook  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("clean_env_in_tmp")]
 
 OFFLINE = ["--provider", "offline"]
 TYPO = "total = sum(pricez)\ntotal"
@@ -105,14 +105,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, fake: FakeAnthropic) -> It
         yield running
     finally:
         running.stop()
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
 
 
 def _alive(pid: int) -> bool:

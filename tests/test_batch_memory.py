@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import tracemalloc
 from collections.abc import Iterable, Iterator
@@ -24,14 +23,7 @@ from nbrefine.batch.job import JobSettings, NotebookResult, NotebookTask, repair
 from nbrefine.batch.runner import BatchOptions, run_batch
 from nbrefine.headless import choose_provider
 
-pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("clean_env")]
 
 
 class Replay:

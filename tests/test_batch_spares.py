@@ -21,9 +21,9 @@ from nbrefine.cli.main import main
 from nbrefine.headless import SpareKernels, choose_provider
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernel_io import kernels_in
+from kernel_io import exists, kernels_in
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env_in_tmp")]
 
 SETTINGS = JobSettings(provider="offline")
 # Where the kernel runs, who it is, and whether a name of an earlier notebook is there.
@@ -32,14 +32,6 @@ PROBE = (
     "open('probe.json', 'w').write(__import__('json').dumps({'pid': os.getpid(), 'cwd': os.getcwd(), "
     "'leaked': 'secret_of_a' in globals()}))"
 )
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
 
 
 def notebook(path: Path, *sources: str) -> Path:
@@ -77,15 +69,6 @@ def probe(folder: Path) -> dict[str, Any]:
     return found
 
 
-def gone(pid: int) -> bool:
-    """No such process (a zombie would still be one: every kernel must also be reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def test_the_next_notebook_runs_in_the_kernel_started_ahead_in_its_folder_with_nothing_of_the_last(
     tmp_path: Path,
 ) -> None:
@@ -106,7 +89,7 @@ def test_the_next_notebook_runs_in_the_kernel_started_ahead_in_its_folder_with_n
     cells = nbformat.reads(second.notebook or "", as_version=4).cells
     assert [c.execution_count for c in cells] == [1, 2, 3]  # the warm-up left no count, no history
     assert second.report["summary"]["fixed_at_first_attempt"] == 1  # the warmed-up engine repairs
-    assert gone(probe(a.parent)["pid"]) and gone(spare)  # every kernel shut down, and reaped
+    assert not exists(probe(a.parent)["pid"]) and not exists(spare)  # every kernel shut down, and reaped
 
 
 def test_a_spare_kernel_for_another_folder_is_not_used(tmp_path: Path) -> None:
@@ -120,7 +103,7 @@ def test_a_spare_kernel_for_another_folder_is_not_used(tmp_path: Path) -> None:
         result = job(c, next_folder=None)
         assert result.status == "pass" and job.notes() == []
     assert probe(c.parent)["cwd"] == str(c.parent) and probe(c.parent)["pid"] != spare
-    assert gone(spare) and gone(probe(c.parent)["pid"])
+    assert not exists(spare) and not exists(probe(c.parent)["pid"])
 
 
 def test_a_spare_kernel_that_died_is_replaced_by_a_fresh_one_with_a_one_line_note(tmp_path: Path) -> None:
@@ -140,7 +123,7 @@ def test_a_spare_kernel_that_died_is_replaced_by_a_fresh_one_with_a_one_line_not
         assert note.startswith("the kernel started ahead could not be used (") and "\n" not in note
         assert note.endswith("; starting a fresh one")
     fresh = probe(a.parent)["pid"]
-    assert fresh != spare and gone(fresh) and gone(spare)
+    assert fresh != spare and not exists(fresh) and not exists(spare)
 
 
 def test_no_kernel_is_left_when_the_worker_is_interrupted(tmp_path: Path) -> None:
@@ -150,7 +133,7 @@ def test_no_kernel_is_left_when_the_worker_is_interrupted(tmp_path: Path) -> Non
         job(a, next_folder=a.parent)
         spare = job.pid("spare")
         raise KeyboardInterrupt
-    assert gone(spare) and gone(job.pid("kernel"))
+    assert not exists(spare) and not exists(job.pid("kernel"))
     assert kernels_in(tmp_path) == []
 
 

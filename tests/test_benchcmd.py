@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -19,19 +18,12 @@ from nbrefine.reports import bench as bench_report
 ROOT = Path(__file__).resolve().parent.parent
 QUIXBUGS = ROOT / "corpora" / "quixbugs_python.jsonl"
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("clean_env")]
 
 
 def main(argv: list[str]) -> int:
     """``nbrefine bench ARGV``."""
     return nbrefine_main(["bench", *argv])
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
 
 
 def block(code: str) -> str:

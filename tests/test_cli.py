@@ -31,15 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import FakeAnthropic  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No real provider, no inherited nbrefine settings: the tests pick their provider."""
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("clean_env")]
 
 
 def make_notebook(path: Path, *sources: str) -> Path:

@@ -11,7 +11,6 @@ byte-identical, no symptom may be patched, and a guess nothing checks is a propo
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -21,16 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from crosscell_corpus import cases, run_case  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env")]
 
 CASES = cases()
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("NBREFINE_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
 
 
 def test_the_corpus_has_every_kind() -> None:
