@@ -11,7 +11,7 @@ import json
 from .._errors import ProviderError, ProviderReplyError, ProviderTimeoutError, ProviderUnavailableError
 from ..grounding.text import one_line
 
-__all__ = ["describe", "http_error_kind", "one_line", "reading_error", "retried"]
+__all__ = ["connection_error", "describe", "http_error_kind", "one_line", "reading_error", "retried"]
 
 
 def describe(exc: BaseException) -> str:
@@ -65,3 +65,33 @@ def reading_error(
     if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
         return ProviderReplyError(f"{who} sent a malformed reply ({describe(exc)})")
     return None
+
+
+def connection_error(
+    exc: BaseException,
+    *,
+    who: str,
+    connecting: str,
+    timeout: float,
+    received: int | None,
+    timed_out: bool,
+) -> ProviderError:
+    """The error for an SDK's ``APITimeoutError`` (``timed_out``) or ``APIConnectionError``, the
+    same for every SDK-backed provider. SDKs wrap a stream cut in the middle of the reply into
+    these too (anthropic 2.17 does, earlier 2.x did not), so ``received`` (characters of text
+    streamed before it; None: before the reply started) tells a cut-off reply from no answer.
+    ``connecting``: what the connection was to, as the message names it."""
+    if timed_out and received is not None:
+        return ProviderTimeoutError(
+            f"{who} took longer than {timeout:g} s for the rest of the reply "
+            f"(after {received} characters of text)"
+        )
+    if timed_out:
+        return ProviderTimeoutError(f"{who} did not answer within {timeout:g} s{retried(exc)}")
+    cause = exc.__cause__
+    why = describe(cause) if cause is not None else one_line(str(getattr(exc, "message", exc)))
+    if received is not None:
+        return ProviderReplyError(
+            f"the reply stream from {who} was cut off after {received} characters of text ({why})"
+        )
+    return ProviderUnavailableError(f"the connection to {connecting} failed{retried(exc)}: {why}")

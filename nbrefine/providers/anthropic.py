@@ -4,9 +4,11 @@ Every failure comes out as a :class:`~nbrefine.ProviderError` subclass with a on
 no SDK or network exception escapes :meth:`AnthropicProvider.complete`. The original exception
 is kept as ``__cause__`` for debugging. Things the SDK (2.x) does that this module guards:
 
-* errors raised while the body streams in are *not* wrapped by the SDK: a connection cut
-  mid-stream surfaces as the HTTP library's ``RemoteProtocolError``/``ReadError``, a stall as
-  ``ReadTimeout``, an unparsable event as ``json.JSONDecodeError``;
+* errors raised while the body streams in: up to 2.16 the SDK did not wrap them (a connection
+  cut mid-stream surfaced as the HTTP library's ``RemoteProtocolError``/``ReadError``, a stall as
+  ``ReadTimeout``), from 2.17 it wraps them as ``APIConnectionError``/``APITimeoutError``; both
+  are read as a reply cut off once text has streamed; an unparsable event is a
+  ``json.JSONDecodeError``;
 * an ``event: error`` sent mid-stream becomes a plain ``APIStatusError`` whose status is 200,
   so it is classified by the error type in its body;
 * a stream that just ends (no ``message_stop``) is not an error to the SDK at all.
@@ -30,13 +32,11 @@ from nbrefine._errors import (
     ProviderOverloadedError,
     ProviderRateLimitError,
     ProviderReplyError,
-    ProviderTimeoutError,
-    ProviderUnavailableError,
 )
 from nbrefine.providers._client import LazyClient, make_client
+from nbrefine.providers._text import connection_error, reading_error
 from nbrefine.providers._text import describe as _describe
 from nbrefine.providers._text import one_line as _one_line
-from nbrefine.providers._text import reading_error
 from nbrefine.providers._text import retried as _retried
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
@@ -206,15 +206,14 @@ class AnthropicProvider:
             return exc
         if isinstance(exc, anthropic.APIStatusError):
             return self._translate_status(exc)
-        if isinstance(exc, anthropic.APITimeoutError):  # before APIConnectionError: a subclass
-            return ProviderTimeoutError(
-                f"Anthropic did not answer within {self.timeout:g} s{_retried(exc)} ({self.base_url})"
-            )
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__
-            why = _describe(cause) if cause is not None else _one_line(exc.message)
-            return ProviderUnavailableError(
-                f"the connection to Anthropic at {self.base_url} failed{_retried(exc)}: {why}"
+        if isinstance(exc, anthropic.APIConnectionError):  # APITimeoutError too: a subclass
+            return connection_error(
+                exc,
+                who="Anthropic",
+                connecting=f"Anthropic at {self.base_url}",
+                timeout=self.timeout,
+                received=received,
+                timed_out=isinstance(exc, anthropic.APITimeoutError),
             )
         if isinstance(exc, anthropic.APIResponseValidationError):
             return ProviderReplyError(

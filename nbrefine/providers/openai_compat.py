@@ -35,13 +35,11 @@ from nbrefine._errors import (
     ProviderOverloadedError,
     ProviderRateLimitError,
     ProviderReplyError,
-    ProviderTimeoutError,
-    ProviderUnavailableError,
 )
 from nbrefine.providers._client import LazyClient, make_client
+from nbrefine.providers._text import connection_error, reading_error
 from nbrefine.providers._text import describe as _describe
 from nbrefine.providers._text import one_line as _one_line
-from nbrefine.providers._text import reading_error
 from nbrefine.providers._text import retried as _retried
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
@@ -283,21 +281,15 @@ class OpenAIProvider:
             return exc
         if isinstance(exc, sdk.APIStatusError):
             return self._translate_status(sdk, exc)
-        if isinstance(exc, sdk.APITimeoutError):  # before APIConnectionError: a subclass
-            if received is not None:
-                return ProviderTimeoutError(
-                    f"{where} took longer than {self.timeout:g} s for the rest of the reply "
-                    f"(after {received} characters of text)"
-                )
-            return ProviderTimeoutError(f"{where} did not answer within {self.timeout:g} s{_retried(exc)}")
-        if isinstance(exc, sdk.APIConnectionError):
-            cause = exc.__cause__
-            why = _describe(cause) if cause is not None else _one_line(getattr(exc, "message", exc))
-            if received is not None:
-                return ProviderReplyError(
-                    f"the reply stream from {where} was cut off after {received} characters of text ({why})"
-                )
-            return ProviderUnavailableError(f"the connection to {self.base_url} failed{_retried(exc)}: {why}")
+        if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError too: a subclass
+            return connection_error(
+                exc,
+                who=where,
+                connecting=self.base_url,
+                timeout=self.timeout,
+                received=received,
+                timed_out=isinstance(exc, sdk.APITimeoutError),
+            )
         if isinstance(exc, sdk.APIResponseValidationError):
             return ProviderReplyError(
                 f"{where} sent a reply that does not fit the API schema: {_describe(exc)}"
