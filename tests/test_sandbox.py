@@ -560,3 +560,31 @@ def test_no_trial_of_any_runner_holds_a_capability_over_the_host():
         uid_map, _, status = outcome.stdout.partition("\n")
         assert uid_map.split() != host_map, (runner, uid_map)
         assert "NoNewPrivs:\t1" in status, runner
+
+
+def test_a_snapshot_closed_without_waiting_is_reaped_off_the_callers_path():
+    """``close(wait=False)`` (how a cell frees its snapshot) returns at once; a thread reaps the
+    snapshot, so neither it nor its spare is left behind, not even as a zombie."""
+    snap = Snapshot.take({"x": 1}, Redactor(environ={}))
+    assert snap.run(TrialSpec("y = x + 1")).ok
+    mine = set(children_of(os.getpid()))
+    assert snap.pid in mine
+    snap.close(wait=False)
+    assert not snap.alive
+    assert wait_until(lambda: snap.pid not in children_of(os.getpid()))
+
+
+def test_values_past_the_cap_are_left_out_and_the_rest_sent():
+    """A value the snapshot cannot send within the cap is left out (an array past it is not even
+    pickled: bench_engine's 1 GiB cases show the time), a large value within the cap is sent."""
+    import numpy as np
+
+    namespace = {
+        "big": np.ones(32 << 20 >> 3),
+        "small": [1, 2, 3],
+        "listed": [bytes([i % 256]) * 4096 for i in range(512)],
+    }
+    with Snapshot.take(namespace, Redactor(environ={})) as snap:
+        got = snap.values(["big", "small", "listed", "absent"], cap_bytes=1 << 20)
+        assert set(got) == {"small"} and got["small"] == [1, 2, 3]  # "listed" pickles past 1 MiB too
+        assert set(snap.values(["big"], cap_bytes=64 << 20)) == {"big"}  # within the cap: sent

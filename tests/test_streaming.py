@@ -63,6 +63,10 @@ class Recording:
     def cancel(self) -> None:
         self.snapshot.cancel()
 
+    @property
+    def at_once(self) -> int:
+        return self.snapshot.at_once
+
 
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropic]:
@@ -234,3 +238,28 @@ def test_best_of_two_tries_the_first_reply_in_while_the_other_streams(
     assert attempt.trial_early_s > 0  # before the slow reply was in
     assert [code for code, _ in attempt.alternatives] == [WRONG]
     same_without_early_trials(fake, snapshot, specs, result, candidates=2)
+
+
+NAP = "import time\ntime.sleep(0.6)\ntotal = {}\nprint(total)"
+
+
+def test_best_of_two_runs_both_trials_at_once_on_a_snapshot_with_a_twin(fake: FakeAnthropic) -> None:
+    """Two replies in at the same time, each candidate 0.6 s of work: on a snapshot taken with a
+    twin (one snapshot process per candidate) their trials overlap, on one alone they follow
+    each other; the result is the same."""
+    specs = [
+        {"text": f"Use the name directly:\n\n{fenced(NAP.format('1'))}\n"},
+        {"text": f"Or compute it:\n\n{fenced(NAP.format('0 + 1'))}\n"},
+    ]
+    results, overlaps = [], []
+    for at_once in (2, 1):
+        with Snapshot.take({}, Redactor(environ={}), at_once=at_once) as snap:
+            assert snap.at_once == at_once
+            runner = Recording(snap)
+            result, _ = ask(fake, runner, specs, candidates=2)
+        assert result.status == "fixed" and len(runner.log) == 2
+        (_, _, first_end), (_, second_start, _) = sorted(runner.log, key=lambda t: t[1])
+        results.append(plain(result))
+        overlaps.append(second_start < first_end)
+    assert overlaps == [True, False]
+    assert results[0] == results[1]

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import collections
+import datetime
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from nbrefine.engine.verify import (
+    FINGERPRINT_CAP,
     Gate,
     _nbrefine_fingerprints,
     changed_names,
     drift,
     fingerprint_spec,
     fingerprints_of,
+    known_fingerprints,
     names_read,
     read_fingerprints,
 )
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import Failure
-from nbrefine.sandbox import LiveForkRunner, TrialOutcome
+from nbrefine.sandbox import LiveForkRunner, Snapshot, TrialOutcome, TrialSpec
 
 PASSED = TrialOutcome("passed")
 
@@ -223,10 +229,10 @@ def test_changed_names():
 def test_fingerprints_are_taken_in_a_real_trial_and_match_across_forks():
     namespace = {"items": [1, 2], "arr": np.arange(4)}
     runner = LiveForkRunner(namespace, Redactor(environ={}))
-    first = fingerprints_of(runner.run, ["items", "arr"])
+    first = fingerprints_of(runner, ["items", "arr"])
     assert first == _nbrefine_fingerprints(namespace, ["items", "arr"], 256 << 20)
     namespace["items"].append(3)
-    assert changed_names(first, fingerprints_of(runner.run, ["items", "arr"])) == ["items"]
+    assert changed_names(first, fingerprints_of(runner, ["items", "arr"])) == ["items"]
     assert fingerprint_spec(["items"]).label == "fingerprint"
     assert read_fingerprints(TrialOutcome("failed")) is None
 
@@ -340,3 +346,96 @@ def test_a_blanket_except_a_cell_that_does_not_parse_already_had_is_not_the_fix_
     assert reason(original, fixed, lines=(5,)) == ""
     added = fixed.replace("rate = data", "try:\n    rate = data") + "except Exception:\n    rate = 0\n"
     assert reason(original, added).startswith("adds a blanket `except Exception` (line 7)")
+
+
+class _Reduces:
+    """A user's class: pickling it runs its ``__reduce__``, which only a trial may run."""
+
+    ran = 0
+
+    def __reduce__(self) -> tuple[object, ...]:
+        _Reduces.ran += 1
+        return (_Reduces, ())
+
+
+class _SneakyClass:
+    """A user's object whose ``__class__`` is code: even isinstance would run it."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        _Reduces.ran += 1
+        return list
+
+
+def _library_values() -> dict[str, object]:
+    frame = pd.DataFrame(
+        {
+            "price": [1.5, 2.0],
+            "label": pd.Categorical(["a", "b"]),
+            "when": pd.to_datetime(["2024-01-01", "2024-02-01"]),
+        }
+    )
+    return {
+        "items": [1, {"a": (2, 3.0)}, "s", None],
+        "arr": np.arange(6).reshape(2, 3),
+        "frame": frame,
+        "series": frame["price"],
+        "np": np,
+        "f": _library_values,
+        "when": datetime.date(2024, 1, 1),
+        "counts": collections.Counter("abca"),
+    }
+
+
+def test_known_fingerprints_are_the_trials_own_digests_taken_without_a_trial():
+    namespace = _library_values()
+    names = list(namespace)
+    assert known_fingerprints(namespace, names) == _nbrefine_fingerprints(namespace, names, FINGERPRINT_CAP)
+    runner = LiveForkRunner(namespace, Redactor(environ={}))
+    assert known_fingerprints(namespace, names) == read_fingerprints(runner.run(fingerprint_spec(names)))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [_Reduces(), [1, _Reduces()], {"k": _Reduces()}, pd.Series([_Reduces()], dtype=object), _SneakyClass()],
+    ids=["object", "in-a-list", "in-a-dict", "in-a-frame", "class-property"],
+)
+def test_known_fingerprints_refuse_what_might_run_the_users_code(value: object):
+    _Reduces.ran = 0
+    assert known_fingerprints({"v": value}, ["v"]) is None
+    assert _Reduces.ran == 0  # refused before any of it ran
+
+
+def test_a_runner_that_can_look_in_place_takes_no_trial_and_one_that_cannot_does():
+    namespace = _library_values()
+
+    class InPlace:
+        trials = 0
+
+        def run(self, spec: TrialSpec) -> TrialOutcome:
+            InPlace.trials += 1
+            return LiveForkRunner(namespace, Redactor(environ={})).run(spec)
+
+        def inspect(self, fn: Callable[..., object], *args: object) -> object:
+            return fn(namespace, *args)
+
+    assert fingerprints_of(InPlace(), ["items", "arr"]) == known_fingerprints(namespace, ["items", "arr"])
+    assert InPlace.trials == 0
+    namespace["odd"] = [_Reduces()]
+    assert fingerprints_of(InPlace(), ["odd"]) is not None  # its trial took them
+    assert InPlace.trials == 1
+
+
+def test_the_snapshot_looks_at_its_own_state_in_place():
+    namespace = _library_values()
+    with Snapshot.take(namespace, Redactor(environ={})) as snapshot:
+        namespace["items"].append("later")  # the kernel moves on; the snapshot does not
+        seen = snapshot.inspect(known_fingerprints, ["items", "arr"])
+        assert seen is not None and seen["arr"] == known_fingerprints(namespace, ["arr"])["arr"]  # type: ignore[index]
+        assert seen["items"] != known_fingerprints(namespace, ["items"])["items"]  # type: ignore[index]
+        assert snapshot.inspect(_raises) is None  # an error there is None here, and it goes on
+        assert snapshot.inspect(known_fingerprints, ["arr"]) == {"arr": seen["arr"]}
+
+
+def _raises(namespace: object) -> None:
+    raise ValueError("no")

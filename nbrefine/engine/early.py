@@ -10,10 +10,11 @@ discards it (a trial still running is killed). The result is the one the loop gi
 trials; only the waiting is shorter.
 
 Trials stay on the loop's thread, the stream moves to another: a runner that forks the kernel
-itself must fork from the thread that drives it, and Ctrl-C still reaches the trial. Trials run one
-at a time; best-of-N candidates are tried in the order their replies arrive, while the others still
-stream. Running them in parallel needs a snapshot that forks several trials at once, which
-:class:`~nbrefine.sandbox.Snapshot` does not do yet.
+itself must fork from the thread that drives it, and Ctrl-C still reaches the trial. Best-of-N
+candidates are tried in the order their replies arrive, while the others still stream; on a
+snapshot with twins (``Snapshot.take(..., at_once=N)``: one snapshot process per candidate, up
+to the cores) their trials run in parallel, each on a thread of the loop's and in its own
+snapshot process (nothing there forks the kernel).
 
 May import: the standard library, :mod:`nbrefine.providers.base`, :mod:`nbrefine.sandbox` and the
 engine's prompt and reply.
@@ -66,34 +67,37 @@ class EarlyOutcome:
 
 
 class EarlyTrials:
-    """The early trials of one attempt, by candidate. They run on the loop's thread; the stream's
-    thread may kill the one under way (:meth:`stop_unless`)."""
+    """The early trials of one attempt, by candidate. They run on the loop's thread, or for
+    best-of-N on a runner that runs several at once, on threads of the loop's (one per trial);
+    the stream's thread may kill the one under way (:meth:`stop_unless`)."""
 
     def __init__(self, run: Callable[[str], TrialOutcome], cancel: Callable[[], None] | None) -> None:
         self._run, self._cancel = run, cancel
-        self._lock = threading.Lock()  # guards _running and _killed against the stream's thread
-        self._running: CandidateKey | None = None
+        self._lock = threading.Lock()  # guards _running, _killed and _done across threads
+        self._running: set[CandidateKey] = set()
         self._killed: set[CandidateKey] = set()
         self._done: dict[CandidateKey, EarlyOutcome] = {}
 
     def run(self, key: CandidateKey) -> None:
         """Trial ``key``'s code now (once), and keep its outcome for :meth:`take`."""
-        if key in self._done:
-            return
-        started = time.monotonic()
         with self._lock:
-            self._running = key
+            if key in self._done or key in self._running:
+                return
+            self._running.add(key)
+        started = time.monotonic()
         try:
             outcome = self._run(key[0])
         finally:
             with self._lock:
-                self._running = None
+                self._running.discard(key)
                 killed = key in self._killed
         if not killed:  # a killed trial says nothing about its candidate
-            self._done[key] = EarlyOutcome(outcome, started)
+            with self._lock:
+                self._done[key] = EarlyOutcome(outcome, started)
 
     def take(self, key: CandidateKey | None) -> EarlyOutcome | None:
-        return self._done.get(key) if key is not None else None
+        with self._lock:
+            return self._done.get(key) if key is not None else None
 
     def stop_unless(self, key: CandidateKey | None) -> None:
         """Kill the trial under way unless it is of ``key`` (from the stream's thread, once the
@@ -102,11 +106,18 @@ class EarlyTrials:
             return
         while True:
             with self._lock:
-                if self._running is None or self._running == key:
+                if not self._running or self._running == {key}:
                     return
-                self._killed.add(self._running)
+                self._killed.update(self._running)
                 self._cancel()
             time.sleep(_KILL_POLL_S)  # it may not have its process yet: kill again until it ends
+
+    def cancel_all(self) -> None:
+        """Kill every trial under way (an interrupt while best-of-N trials run in parallel)."""
+        with self._lock:
+            self._killed.update(self._running)
+        if self._cancel is not None:
+            self._cancel()
 
 
 @dataclass(frozen=True)

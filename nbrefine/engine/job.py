@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -52,6 +53,7 @@ from .session import RefineJob, RefineSession
 from .state import cached, kernel_usage
 from .teaching import OfflineTutor, TeachingPolicy
 from .types import Attempt, TrialRunner
+from .verify import known_fingerprints
 
 __all__ = [
     "CellRun",
@@ -202,6 +204,38 @@ class _Wrapping:
         if callable(cancel):
             cancel()
 
+    def inspect(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """The inner runner's look at its namespace in place (see ``fingerprints_of``); None
+        when it has none."""
+        inspect = getattr(self.inner, "inspect", None)
+        return inspect(fn, *args) if callable(inspect) else None
+
+    @property
+    def at_once(self) -> int:
+        """How many trials the inner runner runs at the same time (a snapshot with twins)."""
+        at_once = getattr(self.inner, "at_once", 1)
+        return at_once if isinstance(at_once, int) else 1
+
+
+class _LiveRunner(_Wrapping):
+    """Accept's runner over the live state (a fork per trial), which can also look at that
+    state in place as its trials see it: the failed run's rebinds undone, in a copy of the
+    namespace's mapping (the values are the live ones, shared, and only read)."""
+
+    def __init__(
+        self, inner: TrialRunner, live: dict[str, Any], before: dict[str, Any], after: dict[str, Any]
+    ) -> None:
+        super().__init__(inner)
+        self.live, self.before, self.after = live, before, after
+
+    def run(self, spec: TrialSpec) -> TrialOutcome:
+        return self.inner.run(spec)
+
+    def inspect(self, fn: Callable[..., Any], *args: Any) -> Any:
+        view = dict(self.live)
+        undo_rebinds(view, self.before, self.after)
+        return fn(view, *args)
+
 
 class _CellsRunner(_Wrapping):
     """Trials of a repair that spans cells: each candidate's edits composed in notebook order
@@ -258,7 +292,12 @@ class JobBuilder:
         if not run.snapshot:
             return None, ["Snapshots are off: trials start from the state the failed run left behind."]
         try:
-            snapshot = Snapshot.take(self.kernel.namespace, redactor, self.kernel.sandbox_options())
+            # best-of-N: one snapshot process per candidate, up to the cores, so their trials run
+            # at the same time (each extra one is a fork of the kernel, ~5 ms, ~15 ms at 1 GiB)
+            at_once = min(max(run.candidates, 1), os.cpu_count() or 1)
+            snapshot = Snapshot.take(
+                self.kernel.namespace, redactor, self.kernel.sandbox_options(), at_once=at_once
+            )
         except (SandboxError, OSError) as err:
             return None, [f"No snapshot ({err}): trials start from the state the failed run left behind."]
         session.timings["snapshot_s"] = snapshot.taken_s
@@ -322,7 +361,8 @@ class JobBuilder:
             runner=wrap(runner),
             redactor=redactor,
             config=self._loop_config(run, session, repair, early_trials=threads_ok),
-            free=snapshot.close if snapshot is not None else (lambda: None),
+            # off the cell's path: the snapshot is reaped by a thread once it has ended
+            free=functools.partial(snapshot.close, wait=False) if snapshot is not None else (lambda: None),
             fallback=lambda: wrap(
                 LiveForkRunner(self.kernel.namespace, redactor, self.kernel.sandbox_options())
             ),
@@ -364,11 +404,23 @@ class JobBuilder:
         if snapshot is None or not touched:
             return {}
         namespace, held, as_failed = self.kernel.namespace, dict[str, Any](), dict[str, str]()
+        fetched: list[bool] = []
 
         def prefetch(fingerprint: Callable[[list[str]], dict[str, str] | None]) -> None:
-            if snapshot.alive and not held:
-                held.update(snapshot.values(touched))
-                as_failed.update(fingerprint(list(held)) or {})  # the live values as the failed run left them
+            if fetched or not snapshot.alive:
+                return
+            fetched.append(True)
+            now = fingerprint(touched) or {}  # the live values as the failed run left them
+            # Only what the failed run changed in place can need putting back: the names whose
+            # fingerprints differ from the snapshot's (or cannot be compared) are fetched.
+            then = snapshot.inspect(known_fingerprints, touched)
+            changed = [
+                n
+                for n in touched
+                if then is None or n not in now or now[n] != then.get(n) or now[n].startswith("unknown")
+            ]
+            held.update(snapshot.values(changed) if changed else {})
+            as_failed.update({n: now[n] for n in held if n in now})
 
         def restore(names: list[str], live: Mapping[str, str] | None) -> list[str]:
             """Only what nobody changed since the failure: a later cell's change is never undone."""
@@ -420,7 +472,8 @@ class JobBuilder:
                 options.child_setup()
                 undo_rebinds(live, before, after)
 
-            return wrap(LiveForkRunner(live, redactor, replace(options, child_setup=setup)))
+            runner = LiveForkRunner(live, redactor, replace(options, child_setup=setup))
+            return wrap(_LiveRunner(runner, live, before, after))
 
         return make
 

@@ -17,7 +17,7 @@ import io
 import re
 import time
 import tokenize
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -25,7 +25,7 @@ from .._errors import ProviderError
 from ..grounding.redaction import Redactor
 from ..providers.base import DECLINED, Provider, ProviderReply, ProviderRequest, TextCallback
 from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec
-from .early import EarlyTrials, StreamedReply, candidate_key
+from .early import CandidateKey, EarlyTrials, StreamedReply, candidate_key
 from .prompt import ParsedReply, RepairTask, build_request, parse_reply
 from .types import (
     Attempt,
@@ -243,7 +243,25 @@ class _Loop:
         return self.provider.complete(request, on_text), time.monotonic()
 
     def _try_as_they_arrive(self, futures: list[Future[tuple[ProviderReply, float]]]) -> None:
-        """Best-of-N: trial each reply's candidate once that reply is in, while the others stream."""
+        """Best-of-N: trial each reply's candidate once that reply is in, while the others stream;
+        where the runner runs several trials at once (a snapshot with twins), in parallel."""
+        at_once = getattr(self.runner, "at_once", 1)
+        if not isinstance(at_once, int) or at_once < 2:
+            for key in self._arriving(futures):
+                self.early.run(key)
+            return
+        with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="nbrefine-trial") as trials:
+            running = []
+            try:
+                running = [trials.submit(self.early.run, key) for key in self._arriving(futures)]
+                for trial in running:
+                    trial.result()
+            except BaseException:
+                self.early.cancel_all()  # an interrupt: the trials under way go too
+                raise
+
+    def _arriving(self, futures: list[Future[tuple[ProviderReply, float]]]) -> Iterator[CandidateKey]:
+        """The fresh candidates of the replies, in the order they come in."""
         for future in as_completed(futures):
             if future.exception() is not None:
                 continue  # raised in turn by the caller
@@ -252,7 +270,7 @@ class _Loop:
                 raise KeyboardInterrupt
             key = None if reply.stop_reason == DECLINED else candidate_key(self.config.parse(reply.text))
             if key is not None and self._fresh(key[0]):
-                self.early.run(key)
+                yield key
 
     def _early_trials(self) -> EarlyTrials:
         cancel = getattr(self.runner, "cancel", None)

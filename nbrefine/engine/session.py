@@ -320,18 +320,14 @@ class RefineSession:
         job, names = self.job, self._names(code)
         if job is None or job.accept_runner is None or names is None:
             return None  # no live state to compare with later, or code that cannot be read
-        return fingerprints_of(
-            runner.run, names, timeout_s=job.config.timeout_s, policy=job.config.trial_policy
-        )
+        return fingerprints_of(runner, names, timeout_s=job.config.timeout_s, policy=job.config.trial_policy)
 
     def _live_fingerprints(self, names: list[str]) -> dict[str, str] | None:
         job = self.job
         if job is None or job.accept_runner is None or not names:
             return None
         runner = job.accept_runner()
-        return fingerprints_of(
-            runner.run, names, timeout_s=job.config.timeout_s, policy=job.config.trial_policy
-        )
+        return fingerprints_of(runner, names, timeout_s=job.config.timeout_s, policy=job.config.trial_policy)
 
     @property
     def can_run_in_background(self) -> bool:

@@ -42,6 +42,7 @@ import json
 import re
 import textwrap
 import tokenize
+import types
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ __all__ = [
     "drift",
     "fingerprint_spec",
     "fingerprints_of",
+    "known_fingerprints",
     "names_read",
     "plain_python",
     "read_fingerprints",
@@ -654,12 +656,16 @@ def names_read(code: str, checks: Sequence[str] = ()) -> list[str] | None:
     return names_to_ship(whole, _AnyName())
 
 
-def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, str]:
+def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int, known: Any = None) -> dict[str, str]:
     # Runs in a trial process: its source is the trial's code (see fingerprint_spec), so it is
     # self-contained. Content digests (pickle protocol 5, out-of-band buffers hashed in place,
     # so arrays and frames are not copied); functions also by code, closures and identity (a
     # fork keeps every address); anything that cannot be pickled within what is left of ``cap``
     # (bytes hashed for all the names together) is "unknown".
+    #
+    # ``known`` (see :func:`known_fingerprints`, which runs this outside a trial): a predicate on
+    # every object pickling meets; one it refuses raises ``Unknown`` out of the whole call, since
+    # pickling it might run code of the user's (a ``__reduce__``) that only a trial may run.
     import hashlib
     import marshal
     import pickle
@@ -668,7 +674,16 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
     class TooLarge(Exception):
         pass
 
+    class Unknown(BaseException):  # not an Exception: one() must not turn it into "unknown"
+        pass
+
     hashed = [0]  # by every Sink: the cap is for the whole trial
+
+    class Vetting(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if not known(obj):
+                raise Unknown
+            return NotImplemented  # pickled as it would be: the digest is a trial's
 
     class Sink:
         def __init__(self) -> None:
@@ -695,7 +710,14 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
                 return True  # not contiguous: pickled in band, within the cap
             return False
 
-        pickle.Pickler(sink, protocol=5, buffer_callback=out_of_band).dump(value)
+        pickler = (pickle.Pickler if known is None else Vetting)(
+            sink, protocol=5, buffer_callback=out_of_band
+        )
+        numeric = type(value).__module__.partition(".")[0] in ("numpy", "pandas")
+        size = getattr(value, "nbytes", None) if numeric else None
+        if isinstance(size, int) and hashed[0] + size > cap:
+            raise TooLarge  # (an array past the cap: known without pickling any of it)
+        pickler.dump(value)
         hashed[0] += sink.size
         return sink.digest.hexdigest()
 
@@ -713,6 +735,13 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
         return True
 
     def one(value: Any) -> str:
+        kind = type(value)
+        if (
+            known is not None
+            and kind not in (types.ModuleType, types.FunctionType, type)
+            and not known(value)
+        ):
+            raise Unknown  # (checked before isinstance, which may ask the value its __class__)
         try:
             if isinstance(value, types.ModuleType):
                 return "module:" + value.__name__
@@ -737,6 +766,8 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
             stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
         return found
 
+    if known is not None and not all(isinstance(n, str) for n in names):
+        raise TypeError("names must be strings")
     result: dict[str, str] = {}
     pending = [(name, namespace) for name in names]
     while pending and len(result) < 500:
@@ -751,6 +782,72 @@ def _nbrefine_fingerprints(namespace: Any, names: Any, cap: int) -> dict[str, st
         if isinstance(value, types.FunctionType):  # what the cell's functions read counts too
             pending += [(n, value.__globals__) for n in globals_read(value)]
     return result
+
+
+#: What pickling may meet in a fingerprint taken outside a trial (:func:`known_fingerprints`):
+#: the plain built-in values, and the objects of these libraries, whose reductions are library
+#: code. A user's class, or a library object holding one, needs a trial.
+_PLAIN = frozenset(
+    {int, float, complex, bool, str, bytes, bytearray, type(None), tuple, list, dict, set, frozenset,
+     range, slice, type(Ellipsis)}
+)  # fmt: skip
+_KNOWN_ROOTS = frozenset(
+    {"builtins", "copyreg", "_codecs", "numpy", "pandas", "datetime", "decimal", "fractions",
+     "collections", "uuid", "pathlib", "zoneinfo"}
+)  # fmt: skip
+_KNOWN_META_ROOTS = _KNOWN_ROOTS | {"abc", "enum"}
+#: Cython's function types (pandas' reconstructors), whose module is Cython's, not the library's
+_COMPILED_FUNCTIONS = frozenset({"cython_function_or_method", "fused_cython_function"})
+
+
+def _module_of(kind: type) -> str:
+    """A type's module, read past any ``__module__`` its metaclass defines (which may be code)."""
+    module = _TYPE_MODULE.__get__(kind, type)
+    if isinstance(module, str):
+        return module
+    # Cython's types hold a descriptor there (for their instances); type's own repr names them
+    named = type.__repr__(kind).removeprefix("<class '").removesuffix("'>")
+    return named.rpartition(".")[0]
+
+
+_TYPE_MODULE: Any = type.__dict__["__module__"]
+
+
+def _known_owner(owner: object, roots: frozenset[str]) -> bool:
+    return isinstance(owner, str) and owner.partition(".")[0] in roots
+
+
+def _known_to_pickle(obj: Any) -> bool:
+    """Whether pickling ``obj`` runs library code only (its type's attributes are read, never
+    the object's: a property of the user's could run). Functions and classes are pickled by
+    name; only a library's own count."""
+    kind = type(obj)
+    if kind in _PLAIN:
+        return True
+    meta = type(kind)
+    if meta is not type and not (
+        type(meta) is type
+        and (_known_owner(_module_of(meta), _KNOWN_META_ROOTS) or _module_of(meta).startswith("_cython_"))
+    ):
+        return False  # a metaclass of the user's: even its attributes may be code
+    if kind in (types.FunctionType, types.BuiltinFunctionType) or kind.__name__ in _COMPILED_FUNCTIONS:
+        return _known_owner(getattr(obj, "__module__", None), _KNOWN_ROOTS)
+    if issubclass(kind, type):  # a class (not isinstance: that may ask the object its __class__)
+        return _known_owner(_module_of(obj), _KNOWN_ROOTS)
+    return _known_owner(_module_of(kind), _KNOWN_ROOTS)
+
+
+def known_fingerprints(namespace: Mapping[str, Any], names: Sequence[str]) -> dict[str, str] | None:
+    """The fingerprints a :func:`fingerprint_spec` trial would print for ``names``, taken here and
+    now, without a trial; None when a value holds an object whose pickling might run the user's
+    code (then only a trial may take them). The same digests, so either side of a comparison may
+    come from a trial and the other from here."""
+    try:
+        return _nbrefine_fingerprints(namespace, list(names), FINGERPRINT_CAP, _known_to_pickle)
+    except BaseException as err:  # Unknown (local to the function), or anything odd
+        if isinstance(err, KeyboardInterrupt | SystemExit):
+            raise
+        return None
 
 
 @functools.cache
@@ -795,15 +892,25 @@ def read_fingerprints(outcome: TrialOutcome) -> dict[str, str] | None:
 
 
 def fingerprints_of(
-    run: Callable[[TrialSpec], TrialOutcome],
+    runner: Any,
     names: Sequence[str],
     *,
     timeout_s: float = 10.0,
     policy: TrialPolicy | None = None,
 ) -> dict[str, str] | None:
-    """Fingerprints of ``names`` as the runner ``run`` sees them (None: could not be taken)."""
+    """Fingerprints of ``names`` as ``runner`` (a trial runner) sees them; None: could not be taken.
+
+    A runner that can look at its own namespace in place (``inspect(fn, *args)``: the snapshot
+    process, the live kernel) gives :func:`known_fingerprints` there, which needs no trial (a
+    trial costs its fork and hardening, about 10 to 30 ms); where those cannot be taken, or it
+    cannot, a trial takes them."""
+    inspect_in_place = getattr(runner, "inspect", None)
     try:
-        outcome = run(fingerprint_spec(names, timeout_s=timeout_s, policy=policy))
+        if callable(inspect_in_place):
+            found = inspect_in_place(known_fingerprints, list(names))
+            if isinstance(found, dict):
+                return found
+        outcome = runner.run(fingerprint_spec(names, timeout_s=timeout_s, policy=policy))
     except KeyboardInterrupt:
         return None
     return read_fingerprints(outcome)

@@ -29,8 +29,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import io
 import os
 import pickle
+import queue
 import shutil
 import signal
 import struct
@@ -256,6 +258,9 @@ def _snapshot_main(
                 values = _pickled_values(namespace, spec[1], spec[2], trials.held())
                 write_msg(res_fd, ("values", spec[3], values))
                 continue
+            if isinstance(spec, tuple) and spec[:1] == ("inspect",):
+                write_msg(res_fd, ("inspect", spec[3], _inspected(namespace, spec[1], spec[2])))
+                continue
             write_msg(res_fd, ("done", trials.run(spec).outcome(len(spec.checks))))
     finally:
         trials.close()
@@ -415,6 +420,42 @@ class _Trials:
             self.spare = None
 
 
+def _inspected(namespace: dict[str, Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(namespace, *args)`` in the snapshot process itself (see :meth:`Snapshot.inspect`); None
+    when it raised."""
+    try:
+        return fn(namespace, *args)
+    except Exception:
+        return None
+
+
+class _Full(Exception):
+    pass
+
+
+class _CappedBuffer(io.BytesIO):
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def write(self, data: Any) -> int:
+        if self.tell() + memoryview(data).nbytes > self.cap:
+            raise _Full  # stop pickling now, not after a 1 GiB copy
+        return super().write(data)
+
+
+def _pickled_within(value: Any, cap: int) -> bytes:
+    """``value`` pickled, or :class:`_Full` once it passes ``cap`` bytes (an array whose size
+    alone passes it is not pickled at all)."""
+    numeric = type(value).__module__.partition(".")[0] in ("numpy", "pandas")
+    size = getattr(value, "nbytes", None) if numeric else None
+    if isinstance(size, int) and size > cap:
+        raise _Full
+    buffer = _CappedBuffer(cap)
+    pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buffer.getvalue()
+
+
 def _pickled_values(
     namespace: dict[str, Any], names: tuple[str, ...], cap: int, close: tuple[int, ...] = ()
 ) -> dict[str, bytes]:
@@ -432,10 +473,8 @@ def _pickled_values(
             if name not in namespace:
                 continue
             try:
-                data = pickle.dumps(namespace[name], protocol=pickle.HIGHEST_PROTOCOL)
+                data = _pickled_within(namespace[name], cap - used)
             except Exception:
-                continue
-            if used + len(data) > cap:
                 continue
             out[name] = data
             used += len(data)
@@ -465,12 +504,45 @@ class Snapshot:
         #: how the snapshot started the last trial: in its "spare" (forked and hardened ahead, for
         #: the default policy) or in a "fork" made for it
         self.last_start = ""
+        #: snapshot processes taken at the same moment (``take(..., at_once=N)``): trials run in
+        #: parallel, one per process; ``_free`` holds the processes no trial uses
+        self._twins: list[Snapshot] = []
+        self._free: queue.SimpleQueue[Snapshot] | None = None
 
     @classmethod
     def take(
-        cls, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions | None = None
+        cls,
+        namespace: dict[str, Any],
+        redactor: Redactor,
+        options: SandboxOptions | None = None,
+        *,
+        at_once: int = 1,
     ) -> Snapshot:
-        """Fork the snapshot process now. Raises :class:`SandboxError` where fork is not possible."""
+        """Fork the snapshot process now. Raises :class:`SandboxError` where fork is not possible.
+
+        ``at_once`` > 1 (best-of-N): that many snapshot processes, forked one after the other
+        before anything runs (so of the same state), each with its spare, so that as many trials
+        run at the same time (:meth:`run` is then safe to call from several threads)."""
+        first = cls._take_one(namespace, redactor, options)
+        if at_once > 1:
+            with contextlib.suppress(SandboxError, OSError):  # fewer twins: fewer trials at once
+                for _ in range(at_once - 1):
+                    first._twins.append(cls._take_one(namespace, redactor, options))
+            first._free = queue.SimpleQueue()
+            for process in [first, *first._twins]:
+                first._free.put(process)
+            first.taken_s += sum(twin.taken_s for twin in first._twins)
+        return first
+
+    @property
+    def at_once(self) -> int:
+        """How many trials this snapshot runs at the same time."""
+        return 1 + len(self._twins)
+
+    @classmethod
+    def _take_one(
+        cls, namespace: dict[str, Any], redactor: Redactor, options: SandboxOptions | None
+    ) -> Snapshot:
         reason = fork_supported()
         if reason:
             raise SandboxError(f"cannot take a snapshot: {reason}")
@@ -493,7 +565,17 @@ class Snapshot:
     def run(self, spec: TrialSpec) -> TrialOutcome:
         """Run one candidate in a fresh fork of the snapshot; never raises for what the code does.
 
-        A ``KeyboardInterrupt`` while waiting kills the trial and propagates."""
+        A ``KeyboardInterrupt`` while waiting kills the trial and propagates. With twins, in
+        whichever snapshot process is free (waiting for one when none is)."""
+        if self._free is None:
+            return self._run_here(spec)
+        process = self._free.get()
+        try:
+            return process._run_here(spec)
+        finally:
+            self._free.put(process)
+
+    def _run_here(self, spec: TrialSpec) -> TrialOutcome:
         if not self.alive:
             return TrialOutcome("sandbox_error", detail="the snapshot process is closed")
         requested = time.monotonic()
@@ -536,14 +618,38 @@ class Snapshot:
                 out[name] = pickle.loads(blob)
         return out
 
-    def cancel(self) -> None:
-        """Kill the trial under way, if any (safe to call from another thread)."""
-        pid = self._trial_pid
-        if pid:
-            kill_group(pid)
+    def inspect(self, fn: Callable[..., R], *args: Any) -> R | None:
+        """``fn(namespace, *args)`` run in the snapshot process itself, on the state every trial
+        starts from, with no fork; its (picklable) result, or None when it raised or the snapshot
+        is gone. Only for code of nbrefine's that changes nothing and runs none of the user's
+        (:func:`nbrefine.engine.verify.known_fingerprints`): every later trial forks this state."""
+        if not self.alive:
+            return None
+        token = os.urandom(16)
+        try:
+            write_msg(self._cmd_fd, ("inspect", fn, args, token))
+            kind, echoed, result = read_msg(self._res_fd, time.monotonic() + 60, trusted=True)
+        except (EOFError, TimeoutError, OSError, pickle.UnpicklingError, ValueError):
+            self.close()
+            return None
+        if kind != "inspect" or echoed != token:
+            self.close()  # out of step with the snapshot process: it cannot be trusted any more
+            return None
+        return result  # type: ignore[no-any-return]
 
-    def close(self) -> None:
-        """Stop the snapshot process and any trial it runs."""
+    def cancel(self) -> None:
+        """Kill the trials under way, if any (safe to call from another thread)."""
+        for process in [self, *self._twins]:
+            pid = process._trial_pid
+            if pid:
+                kill_group(pid)
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the snapshot process (and its twins) and any trial it runs. ``wait`` False: return
+        at once and reap it from a thread (it ends on its own, its spare with it, in milliseconds
+        at 1 GiB; its group is killed if it has not ended in 0.5 s)."""
+        for twin in self._twins:
+            twin.close(wait)
         if not self.alive:
             return
         if self._trial_pid:
@@ -552,7 +658,10 @@ class Snapshot:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._cmd_fd = self._res_fd = -1
-        _reap(self.pid, 0.5)
+        if wait:
+            _reap(self.pid, 0.5)
+        else:
+            threading.Thread(target=_reap, args=(self.pid, 0.5), name="nbrefine-reap", daemon=True).start()
         _reap_finished()
 
     def __enter__(self) -> Snapshot:
