@@ -10,8 +10,13 @@ so both see the same load) and times, from the loop's events, the request to the
 drops by about the trial's length; ``early`` is ``Attempt.trial_early_s``, how long before the
 reply was in the trial started.
 
+Best-of-2 (``--best-of-rounds``, 0 to skip): two replies stream at once, each with its own
+candidate (both pass); the loop trials each as its reply is in. The same repair runs on a snapshot
+alone (one trial at a time) and on one taken with a twin (``Snapshot.take(..., at_once=2)``: the
+two trials at the same time), alternating; the figure is the whole loop, request to result.
+
 Usage: .venv/bin/python bench/bench_early_trials.py [--rounds 10] [--rows 1000000] [--after 600]
-    [--delay-ms 20] [--chunk 12]
+    [--delay-ms 20] [--chunk 12] [--best-of-rounds 6]
 """
 
 from __future__ import annotations
@@ -88,6 +93,56 @@ def one_repair(
     return marks["trial_done"] - marks["request"], result.attempts[0]
 
 
+#: the second candidate of best-of-2: the same fix, said differently (it passes too)
+FIX_TOO = FIX.replace("by_region / by_region.sum()", "by_region.div(by_region.sum())")
+
+
+def best_of_two(fake: FakeAnthropic, runner: Snapshot, specs: list[dict[str, Any]]) -> float:
+    """Seconds from the start of the loop to its result, two candidates per round."""
+    fake.script(*specs)
+    provider = AnthropicProvider(api_key="sk-bench", base_url=fake.base_url, max_retries=0, timeout=60.0)
+    failure = Failure("KeyError", "'regon'", lineno=1, line=CELL.splitlines()[0])
+    started = time.monotonic()
+    try:
+        result = refine(
+            RepairTask(code=CELL, failures=(failure,)),
+            provider,
+            runner,
+            Redactor(environ={}),
+            LoopConfig(max_attempts=1, early_trials=True, candidates=2),
+        )
+    finally:
+        provider.close()
+    assert result.status == "fixed", result.message
+    assert len(result.attempts[0].alternatives) == 1  # both candidates were tried
+    return time.monotonic() - started
+
+
+def _best_of_report(df: pd.DataFrame, rounds: int, args: argparse.Namespace) -> None:
+    pace = {"chunk_delay": args.delay_ms / 1000, "chunk_size": args.chunk}
+    specs = [
+        {"text": f"{BEFORE}\n\n```python\n{FIX}\n```\n", **pace},
+        {"text": f"{BEFORE}\n\n```python\n{FIX_TOO}\n```\n", **pace},
+    ]
+    took: dict[int, list[float]] = {1: [], 2: []}
+    with FakeAnthropic() as fake:
+        for number in range(rounds):
+            for at_once in (1, 2) if number % 2 == 0 else (2, 1):
+                with Snapshot.take({"df": df}, Redactor(environ={}), at_once=at_once) as snapshot:
+                    time.sleep(0.2)  # its spares ready, as when the model is asked
+                    took[at_once].append(best_of_two(fake, snapshot, specs))
+            print(f"best-of-2 round {number + 1}/{rounds} done", file=sys.stderr)
+    load = os.getloadavg()
+    print(
+        f"\nbest-of-2, {rounds} rounds (load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}):"
+    )
+    print(f"{'trials':<22} {'median s':>8} {'max s':>7}")
+    for at_once, title in ((1, "one at a time"), (2, "in parallel (a twin)")):
+        print(f"{title:<22} {statistics.median(took[at_once]):8.3f} {max(took[at_once]):7.3f}")
+    ratio = statistics.median(took[1]) / statistics.median(took[2])
+    print(f"one at a time / in parallel (medians): {ratio:.2f}x")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0], allow_abbrev=False)
     parser.add_argument("--rounds", type=int, default=10)
@@ -95,6 +150,7 @@ def main() -> int:
     parser.add_argument("--after", type=int, default=600, help="characters of explanation after the block")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="between streamed events")
     parser.add_argument("--chunk", type=int, default=12, help="characters per text delta")
+    parser.add_argument("--best-of-rounds", type=int, default=6, help="rounds of best-of-2 (0: skip it)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     regions = np.array(["north", "south", "east", "west"])
@@ -135,6 +191,8 @@ def main() -> int:
         )
     saved = statistics.median(took["off"]) - statistics.median(took["on"])
     print(f"saved (median off - median on): {saved * 1000:.0f} ms")
+    if args.best_of_rounds > 0:
+        _best_of_report(df, args.best_of_rounds, args)
     return 0
 
 
