@@ -91,6 +91,12 @@ def _diff_size(old: str, new: str) -> int:
     )
 
 
+def _smallest_first(old: str, new: str) -> tuple[int, int, str]:
+    """Best-of-N's order among passing candidates: the smallest change, then the shortest code,
+    then the code itself, so that the choice never depends on which reply came in first."""
+    return _diff_size(old, new), len(new), new
+
+
 def normalize_code(code: str) -> str:
     """Equal for candidates that differ only in whitespace and comments."""
     try:
@@ -305,7 +311,7 @@ class _Loop:
         verified = [pair for pair, reason in zip(tried, why, strict=True) if pair[1].ok and not reason]
         passing = verified or [pair for pair in tried if pair[1].ok]  # unverified only as a last resort
         chosen = (
-            min(passing, key=lambda pair: _diff_size(self.task.code, pair[0].code or ""))
+            min(passing, key=lambda pair: _smallest_first(self.task.code, pair[0].code or ""))
             if passing
             else max(tried, key=lambda pair: pair[1].progress())
         )
