@@ -110,12 +110,25 @@ def run(folder: Path, variant: Variant, work: Path) -> dict[str, Any]:
                *where, "-o", str(out), "--quiet", "--report", str(report)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
     env["PYTHONPATH"] = str(variant.tree)  # the command and its kernels import this version
+    cpu_before = _machine_busy_s()
     started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work)
     wall = time.perf_counter() - started
+    cpu = _machine_busy_s() - cpu_before
     if proc.returncode != 0:
         raise SystemExit(f"nbrefine fix {variant.name} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
-    return {"variant": variant, "wall_s": wall, "report": json.loads(report.read_text())}
+    return {"variant": variant, "wall_s": wall, "cpu_s": cpu, "report": json.loads(report.read_text())}
+
+
+def _machine_busy_s() -> float:
+    """The whole machine's busy CPU seconds so far (/proc/stat: every core's time not idle or
+    waiting on I/O). The command's kernels are started detached and never waited for by it, so
+    the command's own rusage misses them; on a quiet machine (see the load average) the
+    machine's figure is the command's."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(x) for x in fields[:8]]  # user nice system idle iowait irq softirq steal
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def parts(timings: dict[str, Any]) -> dict[str, float]:
@@ -136,6 +149,8 @@ def summarise(runs: list[dict[str, Any]], count: int, variants: list[Variant]) -
         figures["variants"][variant.name] = {
             "wall_s": [round(r["wall_s"], 2) for r in mine],
             "throughput_nb_per_s": [round(count / r["wall_s"], 3) for r in mine],
+            # cores kept busy on average (the whole machine's, see _machine_busy_s) per wall second
+            "cores_busy": [round(r["cpu_s"] / r["wall_s"], 2) for r in mine],
             "per_notebook_s": {
                 key: {"median": round(statistics.median(v), 3), "max": round(max(v), 3)}
                 for key, v in per_notebook.items()
@@ -220,15 +235,25 @@ def compile_bytecode(tree: Path) -> None:
         print(f"bytecode compiled in {tree} (PYTHONDONTWRITEBYTECODE is set here)")
 
 
+def print_ceiling(first: dict[str, Any], name: str) -> None:
+    """The most a second job can add: as many cores as the machine has over the cores the first
+    variant already keeps busy (the CPU one notebook costs does not shrink with more jobs)."""
+    busy = statistics.median(first["cores_busy"])
+    cpus = os.cpu_count() or 1
+    print(f"  {name} keeps {busy:.2f} of {cpus} cores busy (busy CPU time / wall time, median): no number of"
+          f" jobs can give more than {cpus / busy:.2f}x its throughput on this machine")  # fmt: skip
+
+
 def print_table(f: dict[str, Any], variants: list[Variant]) -> None:
     n, by_name = f["notebooks"], f["variants"]
     print()
-    print(f"| {n} notebooks | wall time (s), per round | throughput (notebooks/s) |")
-    print("|---|---|---|")
+    print(f"| {n} notebooks | wall time (s), per round | throughput (notebooks/s) | cores busy |")
+    print("|---|---|---|---|")
     for v in variants:
         walls = ", ".join(f"{w:.1f}" for w in by_name[v.name]["wall_s"])
         rates = ", ".join(f"{t:.3f}" for t in by_name[v.name]["throughput_nb_per_s"])
-        print(f"| {v.name} | {walls} | {rates} |")
+        busy = ", ".join(f"{c:.2f}" for c in by_name[v.name]["cores_busy"])
+        print(f"| {v.name} | {walls} | {rates} | {busy} |")
     dask = isinstance(variants[1].jobs, str)
     target = DASK_TARGET if dask else TARGET
     print()
@@ -238,6 +263,8 @@ def print_table(f: dict[str, Any], variants: list[Variant]) -> None:
         verdict = "PASS" if ratio["median"] >= target else "MISS"
         print(f"{pair[1]} / {pair[0]} throughput: {ratio['median']:.2f}x median (rounds: {rounds});"
               f" target >= {target}x: {verdict}")  # fmt: skip
+        if not dask:
+            print_ceiling(by_name[pair[0]], pair[0])
     print("\nper notebook, seconds on the job's path: median (max) over every notebook of every run")
     width = max(len(v.name) for v in variants) + 2
     print(f"  {'':<40}" + "".join(f"{v.name:>{width + 8}}" for v in variants))
