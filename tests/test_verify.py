@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import collections
 import datetime
+import io
+import math
+import sys
+import types
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -439,3 +444,32 @@ def test_the_snapshot_looks_at_its_own_state_in_place():
 
 def _raises(namespace: object) -> None:
     raise ValueError("no")
+
+
+def _reads_open(path: str) -> str:
+    with open(path) as handle:  # IPython's open, which reads io.open as io_open, is of this kind
+        return handle.read()
+
+
+def test_c_functions_of_the_standard_library_are_known_and_the_digests_are_the_trials():
+    namespace = {"sqrt": math.sqrt, "io_open": io.open, "open": _reads_open, "size": sys.getsizeof}
+    names = ["sqrt", "io_open", "open", "size"]
+    found = known_fingerprints(namespace, names)
+    assert found is not None and not any(v.startswith("unknown") for v in found.values())
+    runner = LiveForkRunner(namespace, Redactor(environ={}))
+    assert found == read_fingerprints(runner.run(fingerprint_spec(names)))
+
+
+def test_a_c_function_is_not_known_through_a_users_module_or_object(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    _Reduces.ran = 0
+    bound = [_Reduces()].copy  # a C method of an object: pickling it pickles the object
+    assert known_fingerprints({"v": bound}, ["v"]) is None and _Reduces.ran == 0
+    shadow = types.ModuleType("csv")  # a file of the user's that takes a standard module's name
+    shadow.__file__ = str(tmp_path / "csv.py")
+    monkeypatch.setitem(sys.modules, "csv", shadow)
+    monkeypatch.setattr(math.sqrt, "__module__", "csv")  # (a C function's __module__ is writable)
+    assert known_fingerprints({"v": math.sqrt}, ["v"]) is None
+    monkeypatch.setattr(math.sqrt, "__module__", "nbrefine_no_such_module")
+    assert known_fingerprints({"v": math.sqrt}, ["v"]) is None

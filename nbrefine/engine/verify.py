@@ -39,7 +39,10 @@ import functools
 import inspect
 import io
 import json
+import os
 import re
+import sys
+import sysconfig
 import textwrap
 import tokenize
 import types
@@ -817,6 +820,38 @@ def _known_owner(owner: object, roots: frozenset[str]) -> bool:
     return isinstance(owner, str) and owner.partition(".")[0] in roots
 
 
+def _stdlib_function(obj: Any) -> bool:
+    """A C function of a standard library module (``io.open``, ``math.sqrt``, ``posix.fspath``:
+    what IPython's ``open`` and many a user's function read), pickled by name: pickle imports
+    nothing new (the module is loaded) and reads one attribute of a module that is the standard
+    library's own, built in or on its path (never a file of the user's that shadows its name).
+    A bound method of an object is not one (its ``__self__`` would be pickled)."""
+    owner, module_name = obj.__self__, obj.__module__  # C slots of the function: no code runs
+    if owner is not None and not _stdlib_module(owner):
+        return False
+    return isinstance(module_name, str) and _stdlib_module(sys.modules.get(module_name))
+
+
+def _stdlib_module(module: object) -> bool:
+    if type(module) is not types.ModuleType:
+        return False
+    name, path = module.__dict__.get("__name__"), module.__dict__.get("__file__")
+    if not isinstance(name, str) or name.partition(".")[0] not in sys.stdlib_module_names:
+        return False
+    if path is None:  # built into the interpreter (whose name may be another: _io says "io")
+        return any(sys.modules.get(built_in) is module for built_in in sys.builtin_module_names)
+    if not isinstance(path, str):
+        return False
+    real = os.path.realpath(path)  # (site-packages may sit inside the stdlib's folder: not it)
+    return real.startswith(_STDLIB_DIRS) and not any(f"{os.sep}{d}{os.sep}" in real for d in _INSTALLED)
+
+
+_INSTALLED = ("site-packages", "dist-packages")
+_STDLIB_DIRS = tuple(
+    os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")
+)
+
+
 def _known_to_pickle(obj: Any) -> bool:
     """Whether pickling ``obj`` runs library code only (its type's attributes are read, never
     the object's: a property of the user's could run). Functions and classes are pickled by
@@ -830,6 +865,8 @@ def _known_to_pickle(obj: Any) -> bool:
         and (_known_owner(_module_of(meta), _KNOWN_META_ROOTS) or _module_of(meta).startswith("_cython_"))
     ):
         return False  # a metaclass of the user's: even its attributes may be code
+    if kind is types.BuiltinFunctionType and _stdlib_function(obj):
+        return True
     if kind in (types.FunctionType, types.BuiltinFunctionType) or kind.__name__ in _COMPILED_FUNCTIONS:
         return _known_owner(getattr(obj, "__module__", None), _KNOWN_ROOTS)
     if issubclass(kind, type):  # a class (not isinstance: that may ask the object its __class__)
