@@ -25,19 +25,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import anthropic
 
-from nbrefine._errors import (
-    ProviderAuthError,
-    ProviderConfigError,
-    ProviderError,
-    ProviderOverloadedError,
-    ProviderRateLimitError,
-    ProviderReplyError,
-)
+from nbrefine._errors import ProviderConfigError, ProviderError, ProviderReplyError
 from nbrefine.providers._client import LazyClient, make_client
-from nbrefine.providers._text import connection_error, reading_error
-from nbrefine.providers._text import describe as _describe
-from nbrefine.providers._text import one_line as _one_line
-from nbrefine.providers._text import retried as _retried
+from nbrefine.providers._sdk_errors import Service, in_stream_error, translate
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -199,74 +189,30 @@ class AnthropicProvider:
 
     def _raise_translated(self, exc: Exception, *, received: int | None) -> NoReturn:
         """Raise the nbrefine error for ``exc`` (``received`` is None before the stream began)."""
-        raise self._translate(exc, received=received) from exc
+        raise translate(anthropic, exc, self._service, received=received) from exc
 
-    def _translate(self, exc: Exception, *, received: int | None) -> ProviderError:
-        if isinstance(exc, ProviderError):
-            return exc
-        if isinstance(exc, anthropic.APIStatusError):
-            return self._translate_status(exc)
-        if isinstance(exc, anthropic.APIConnectionError):  # APITimeoutError too: a subclass
-            return connection_error(
-                exc,
-                who="Anthropic",
-                connecting=f"Anthropic at {self.base_url}",
-                timeout=self.timeout,
-                received=received,
-                timed_out=isinstance(exc, anthropic.APITimeoutError),
-            )
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return ProviderReplyError(
-                f"Anthropic sent a reply that does not fit the API schema: {_describe(exc)}"
-            )
-
-        failed = reading_error(
-            exc, who="Anthropic", base_url=self.base_url, timeout=self.timeout, received=received
+    @property
+    def _service(self) -> Service:
+        return Service(
+            who="Anthropic",
+            connecting=f"Anthropic at {self.base_url}",
+            base_url=self.base_url,
+            model=self.model,
+            timeout=self.timeout,
+            sdk_error=anthropic.AnthropicError,
+            sdk_name="Anthropic",
+            key_hint=f"; check {API_KEY_ENV}",
+            mid_stream=self._mid_stream,
+            detail=_error_detail,
         )
-        if failed is not None:
-            return failed
-        if isinstance(exc, anthropic.AnthropicError):
-            return ProviderError(f"the Anthropic SDK failed: {_describe(exc)}")
-        # Anything else raised inside the SDK while reading the reply (bad event order, a
-        # content index out of range, ...) means the reply was not what the API sends.
-        return ProviderReplyError(f"could not read the Anthropic reply ({_describe(exc)})")
 
-    def _translate_status(self, exc: anthropic.APIStatusError) -> ProviderError:
-        status = exc.status_code
+    def _mid_stream(self, exc: Exception) -> ProviderError | None:
+        """An ``event: error`` in the middle of the stream: the SDK raises it as a status error
+        of the stream's own status, 200."""
+        if not isinstance(exc, anthropic.APIStatusError) or exc.status_code != 200:
+            return None
         etype, api_message = _error_detail(exc)
-        if status == 200:  # an `event: error` in the middle of the stream
-            what = f"{etype or 'error'}: {_one_line(api_message or exc.message)}"
-            msg = f"Anthropic reported an error in the middle of the reply ({what})"
-            if etype in ("overloaded_error", "api_error"):
-                return ProviderOverloadedError(msg)
-            if etype == "rate_limit_error":
-                return ProviderRateLimitError(msg)
-            if etype in ("authentication_error", "permission_error"):
-                return ProviderAuthError(msg)
-            return ProviderError(msg)
-
-        detail = f"HTTP {status}"
-        if etype or api_message:
-            detail += f" {etype or 'error'}: {_one_line(api_message or '')}".rstrip(": ")
-        if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
-            return ProviderAuthError(
-                f"Anthropic rejected the credentials ({detail}); check {API_KEY_ENV}"
-                if status == 401
-                else f"Anthropic refused the request ({detail})"
-            )
-        if isinstance(exc, anthropic.RateLimitError):
-            retry_after = exc.response.headers.get("retry-after")
-            hint = f"; the API asks to retry after {retry_after} s" if retry_after else ""
-            return ProviderRateLimitError(f"Anthropic rate limit reached ({detail}){_retried(exc)}{hint}")
-        if status == 529 or isinstance(exc, anthropic.InternalServerError):
-            what = "is overloaded" if status == 529 else "had a server error"
-            return ProviderOverloadedError(f"Anthropic {what} ({detail}){_retried(exc)}; try again shortly")
-        if status == 404:
-            return ProviderConfigError(
-                f"Anthropic answered {detail}; check the model name {self.model!r} "
-                f"and the base URL {self.base_url}"
-            )
-        return ProviderError(f"Anthropic returned an error ({detail})")
+        return in_stream_error(self._service, etype, api_message or exc.message)
 
 
 def _messages(request: ProviderRequest) -> Any:  # the SDK's TypedDicts are stricter than this shape

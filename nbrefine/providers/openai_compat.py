@@ -28,19 +28,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
-from nbrefine._errors import (
-    ProviderAuthError,
-    ProviderConfigError,
-    ProviderError,
-    ProviderOverloadedError,
-    ProviderRateLimitError,
-    ProviderReplyError,
-)
+from nbrefine._errors import ProviderConfigError, ProviderError, ProviderReplyError
 from nbrefine.providers._client import LazyClient, make_client
-from nbrefine.providers._text import connection_error, reading_error
-from nbrefine.providers._text import describe as _describe
-from nbrefine.providers._text import one_line as _one_line
-from nbrefine.providers._text import retried as _retried
+from nbrefine.providers._sdk_errors import Service, in_stream_error, translate
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 
 if TYPE_CHECKING:
@@ -76,6 +66,11 @@ def _load_sdk() -> ModuleType:
     except ImportError:
         raise ProviderConfigError(_MISSING_SDK) from None
     return openai
+
+
+def _not_in_stream(sdk: ModuleType) -> tuple[type[Exception], ...]:
+    """The SDK's APIError subclasses that are not an error sent in the stream."""
+    return (sdk.APIStatusError, sdk.APIConnectionError, sdk.APIResponseValidationError)
 
 
 def is_official(base_url: str) -> bool:
@@ -273,83 +268,30 @@ class OpenAIProvider:
 
     def _raise_translated(self, sdk: ModuleType, exc: Exception, *, received: int | None) -> NoReturn:
         """Raise the nbrefine error for ``exc`` (``received`` is None before the stream began)."""
-        raise self._translate(sdk, exc, received=received) from exc
+        raise translate(sdk, exc, self._service(sdk), received=received) from exc
 
-    def _translate(self, sdk: ModuleType, exc: Exception, *, received: int | None) -> ProviderError:
-        where = self._where
-        if isinstance(exc, ProviderError):
-            return exc
-        if isinstance(exc, sdk.APIStatusError):
-            return self._translate_status(sdk, exc)
-        if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError too: a subclass
-            return connection_error(
-                exc,
-                who=where,
-                connecting=self.base_url,
-                timeout=self.timeout,
-                received=received,
-                timed_out=isinstance(exc, sdk.APITimeoutError),
-            )
-        if isinstance(exc, sdk.APIResponseValidationError):
-            return ProviderReplyError(
-                f"{where} sent a reply that does not fit the API schema: {_describe(exc)}"
-            )
-        if isinstance(exc, sdk.APIError):  # an error object sent in the middle of the stream
-            return self._translate_stream_error(exc)
+    def _service(self, sdk: ModuleType) -> Service:
+        official = is_official(self.base_url)
+        key_hint = f"; check {API_KEY_ENV}" + ("" if official else " (the key this server expects)")
 
-        failed = reading_error(
-            exc, who=where, base_url=self.base_url, timeout=self.timeout, received=received
+        def mid_stream(exc: Exception) -> ProviderError | None:
+            """An error object sent in the middle of the stream: the SDK raises a bare APIError."""
+            if not isinstance(exc, sdk.APIError) or isinstance(exc, _not_in_stream(sdk)):
+                return None
+            kind, message = _error_detail(getattr(exc, "body", None))
+            return in_stream_error(service, kind, message or getattr(exc, "message", "") or str(exc))
+
+        service = Service(
+            who=self._where,
+            connecting=self.base_url,
+            base_url=self.base_url,
+            model=self.model,
+            timeout=self.timeout,
+            sdk_error=sdk.OpenAIError,
+            sdk_name="openai",
+            key_hint=key_hint,
+            model_hint=" (--model / %config Refine.model)",
+            mid_stream=mid_stream,
+            detail=lambda exc: _error_detail(exc.body),
         )
-        if failed is not None:
-            return failed
-        if isinstance(exc, sdk.OpenAIError):
-            return ProviderError(f"the openai SDK failed: {_describe(exc)}")
-        # Anything else raised inside the SDK while reading the reply means the reply was not
-        # what the API sends.
-        return ProviderReplyError(f"could not read the reply from {where} ({_describe(exc)})")
-
-    def _translate_stream_error(self, exc: Any) -> ProviderError:
-        kind, message = _error_detail(getattr(exc, "body", None))
-        what = f"{kind or 'error'}: {_one_line(message or getattr(exc, 'message', '') or exc)}"
-        msg = f"{self._where} reported an error in the middle of the reply ({what})"
-        low = (kind or "").lower()
-        if "rate_limit" in low or "insufficient_quota" in low:
-            return ProviderRateLimitError(msg)
-        if "overloaded" in low or low in ("server_error", "api_error", "internal_error"):
-            return ProviderOverloadedError(msg)
-        if "auth" in low or "permission" in low:
-            return ProviderAuthError(msg)
-        return ProviderError(msg)
-
-    def _translate_status(self, sdk: ModuleType, exc: Any) -> ProviderError:
-        where = self._where
-        status = int(exc.status_code)
-        kind, api_message = _error_detail(exc.body)
-        detail = f"HTTP {status}"
-        if kind or api_message:
-            detail += f" {kind or 'error'}: {_one_line(api_message or '')}".rstrip(": ")
-        if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
-            if status == 401:
-                hint = (
-                    f"; check {API_KEY_ENV}"
-                    if is_official(self.base_url)
-                    else f"; check {API_KEY_ENV} (the key this server expects)"
-                )
-                return ProviderAuthError(f"{where} rejected the credentials ({detail}){hint}")
-            return ProviderAuthError(f"{where} refused the request ({detail})")
-        if isinstance(exc, sdk.RateLimitError):
-            retry_after = exc.response.headers.get("retry-after")
-            hint = f"; the server asks to retry after {retry_after} s" if retry_after else ""
-            return ProviderRateLimitError(
-                f"{where} is rate limiting requests ({detail}){_retried(exc)}{hint}"
-            )
-        if isinstance(exc, sdk.InternalServerError) or status >= 500:
-            return ProviderOverloadedError(
-                f"{where} had a server error ({detail}){_retried(exc)}; try again shortly"
-            )
-        if isinstance(exc, sdk.NotFoundError):
-            return ProviderConfigError(
-                f"{where} answered {detail}; check the model name {self.model!r} "
-                f"(--model / %config Refine.model) and the base URL {self.base_url}"
-            )
-        return ProviderError(f"{where} returned an error ({detail})")
+        return service
