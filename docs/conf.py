@@ -27,7 +27,7 @@ from nbrefine import __version__  # noqa: E402
 
 project = "nbrefine"
 author = "the nbrefine developers"
-copyright = "the nbrefine developers"  # noqa: A001
+copyright = "the nbrefine developers"
 release = version = __version__
 
 extensions = [

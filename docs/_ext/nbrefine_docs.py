@@ -7,9 +7,9 @@ Three directives, each read from the one place the code declares the thing it do
   (:data:`nbrefine.headless.settings.TRAIT_FLAGS`);
 - ``nbrefine-cli``: every command of the ``nbrefine`` console script, from
   :func:`nbrefine.cli.main.build_parser` (usage, and every argument group with its options);
-- ``refine-magic``: the ``%%refine`` cell options (the IPython magic arguments that
-  :func:`nbrefine.ipython.options.refine_arguments` declares) and the ``%refine`` line commands
-  (:data:`nbrefine.ipython.options.LINE_COMMANDS`).
+- ``refine-magic``: the ``%%refine`` cell options (the parser of the magic,
+  ``RefineMagics.refine.parser``, which :func:`nbrefine.ipython.options.refine_arguments` builds from
+  its magic arguments) and the ``%refine`` line commands (:data:`nbrefine.ipython.options.LINE_COMMANDS`).
 
 Every trait and every option gets an anchor (:func:`trait_id`, :func:`option_id`), which
 ``tests/test_docs.py`` looks for in the built pages.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -27,17 +27,17 @@ from sphinx.util.docutils import SphinxDirective
 
 __all__ = ["cell_parser", "cli_parsers", "option_id", "setup", "trait_id"]
 
-Cell = str | nodes.Node | Sequence[nodes.Node]
+Cell: TypeAlias = str | nodes.Node | Sequence[nodes.Node]
 
 
 def trait_id(name: str) -> str:
     """The anchor of the ``Refine`` trait ``name``."""
-    return nodes.make_id(f"refine-{name}")
+    return str(nodes.make_id(f"refine-{name}"))
 
 
 def option_id(command: str, option: str) -> str:
     """The anchor of ``option`` (``--max-attempts``, or a positional's name) of ``command``."""
-    return nodes.make_id(f"{command}-{option}")
+    return str(nodes.make_id(f"{command}-{option}"))
 
 
 def cli_parsers() -> dict[str, argparse.ArgumentParser]:
@@ -54,13 +54,10 @@ def cli_parsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def cell_parser() -> argparse.ArgumentParser:
-    """The parser of the ``%%refine`` cell options, as the magic builds it."""
-    from nbrefine.ipython.options import refine_arguments
+    """The parser of the ``%%refine`` cell options: the one the magic itself parses with."""
+    from nbrefine.ipython.magics import RefineMagics
 
-    def refine(line: str, cell: str) -> None:
-        """Run the cell; if it fails, repair it in a sandbox and show the review panel."""
-
-    parser: argparse.ArgumentParser = refine_arguments(refine).parser  # type: ignore[attr-defined]
+    parser: argparse.ArgumentParser = getattr(RefineMagics.refine, "parser")  # noqa: B009  (set by IPython)
     return parser
 
 
