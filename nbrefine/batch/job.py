@@ -6,8 +6,8 @@ text, its report as plain data and its timings) are picklable and small; it writ
 client that receives the result writes the files, so a job can run where the outputs are not.
 
 May import: :mod:`nbrefine.headless`, :mod:`nbrefine.engine`, :mod:`nbrefine.providers`,
-:mod:`nbrefine.reports`, :mod:`nbrefine._errors` (lazily, inside the worker process) and the standard
-library."""
+:mod:`nbrefine.reports`, :mod:`nbrefine._errors`, nbclient, nbformat and jupyter_client (lazily,
+inside the worker process) and the standard library."""
 
 from __future__ import annotations
 

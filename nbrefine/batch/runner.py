@@ -6,7 +6,8 @@ replace) or not at all. Ctrl-C (or SIGTERM) cancels the executor, whose jobs shu
 down, records the notebooks not run, and still renders the reports over what was done.
 
 May import: this package, :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, :mod:`nbrefine._errors`,
-:mod:`nbrefine._version` and the standard library."""
+:mod:`nbrefine._version`, the standard library and (lazily, for Message Batches) the ``anthropic``
+SDK."""
 
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ Each case runs as a ``%%refine --max-attempts N`` cell in one kernel (a fresh na
 the fix is never accepted. The figures and their rendering are :mod:`nbrefine.reports.bench`; the
 part that runs in the kernel is :mod:`.bench_kernel`.
 
-May import: :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, the providers (their names), the
-rest of this package and the standard library; never the IPython side.
+May import: :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, the providers (their names),
+:mod:`nbrefine._errors`, :mod:`nbrefine.grounding.text`, the rest of this package and the standard
+library; never the IPython side.
 """
 
 from __future__ import annotations

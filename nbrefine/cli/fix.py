@@ -6,7 +6,8 @@ or any batch option: :func:`batch_options` hands the run to :mod:`nbrefine.batch
 turns the command line into options and the outcome into files and an exit status.
 
 May import: :mod:`nbrefine.batch`, :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, the engine and
-below, and the rest of this package; never the IPython side (magics, panel, auto, write-back).
+below, :mod:`nbrefine._version` and the rest of this package; never the IPython side (magics, panel,
+auto, write-back).
 """
 
 from __future__ import annotations

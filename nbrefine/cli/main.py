@@ -3,7 +3,8 @@ went wrong into one line and an exit status (2 bad usage or input, 130 interrupt
 
 The commands: ``fix`` (:mod:`.fix`) and ``bench`` (:mod:`.bench`).
 
-May import: the rest of this package, :mod:`nbrefine._errors` and the standard library.
+May import: the rest of this package, :mod:`nbrefine._errors`, :mod:`nbrefine._version`,
+:mod:`nbrefine.headless` (its exit codes) and the standard library.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ the trial in notebook order (the changed cells, then the failing cell, its check
 passing cell that uses a changed definition) and gates every changed cell against its own
 original.
 
-May import: the standard library, :mod:`nbrefine.sandbox` and the engine's cells, cause, prompt,
-reply and verify.
+May import: the standard library, :mod:`nbrefine.sandbox`, :mod:`nbrefine.grounding.capture` (the
+failure a cell left) and the engine's cells, cause, prompt, reply and verify.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ The text checks are a tripwire for the forms a model writes, not a proof. The tr
 observed rather than reported by the code under trial (:mod:`nbrefine.sandbox.execute` says how,
 and what does not hold; so does the README).
 
-May import: the standard library and :mod:`nbrefine.sandbox`.
+May import: the standard library, :mod:`nbrefine.sandbox` and :mod:`nbrefine.grounding.text`.
 """
 
 from __future__ import annotations

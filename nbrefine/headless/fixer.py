@@ -8,8 +8,9 @@ output. ``nbrefine fix`` runs one :class:`Fixer` for one notebook; a batch job
 (:func:`nbrefine.batch.job.repair_one`) runs one per notebook.
 
 May import: :mod:`nbrefine._errors`, the engine and the layers below it (to read a notebook's
-teaching policy, to name the providers, to write provenance), :mod:`nbrefine.grounding`, and the
-rest of this package; never IPython (the kernel is reached through :mod:`.kernel`).
+teaching policy, to name the providers, to write provenance), :mod:`nbrefine.grounding`,
+:mod:`nbrefine._version` and the rest of this package; never IPython (the kernel is reached through
+:mod:`.kernel`).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ cell at a notebook position (:meth:`KernelDriver.run`), read a JSON value back
 (:meth:`KernelDriver.session`). Nothing here imports IPython: whatever must happen in the kernel is
 sent there as code that imports a module of nbrefine (see :mod:`.session_json`).
 
-May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, the standard library, nbclient,
-nbformat and jupyter_client.
+May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's :mod:`.notebook`,
+the standard library, nbclient, nbformat, jupyter_client and jupyter_core.
 """
 
 from __future__ import annotations

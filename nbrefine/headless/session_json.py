@@ -6,7 +6,8 @@ through :class:`~nbrefine.headless.kernel.KernelDriver`, which evaluates
 :func:`accept` is the headless Accept. The functions run in the kernel (they import the session
 module there, lazily); the host imports only the TypedDicts.
 
-May import: the engine (in the kernel, inside the functions) and the standard library.
+May import: the engine and :mod:`nbrefine.grounding` (in the kernel, inside the functions) and the
+standard library.
 """
 
 from __future__ import annotations

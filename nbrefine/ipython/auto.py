@@ -16,7 +16,7 @@ failed run had already bound.
 
 May import: IPython (through the shell it is given), :mod:`nbrefine._errors`; lazily (in the methods
 that run after a failure, or for a snapshot before every cell), :mod:`nbrefine.engine` and below
-and :mod:`.panel`; :mod:`.repairs` for types only.
+and :mod:`.panel`, ipywidgets (to tell whether a panel can show); :mod:`.repairs` for types only.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ The messages come before every cell, passing ones too, and reading them needs th
 grounding: until the engine is loaded (the first repair loads it, and then calls
 :func:`take_told_cells`), the latest message is only kept, not read.
 
-May import: comm, the standard library; lazily, :mod:`nbrefine.engine` and :mod:`nbrefine.grounding`.
+May import: comm, the standard library, :mod:`.writeback` (its comm target's name); lazily,
+:mod:`nbrefine.engine` and :mod:`nbrefine.grounding`.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ sandbox, grounding, providers and the SDKs they use) is in :mod:`.repairs`, impo
 :attr:`RefineMagics.repairs` at its first use: a ``%%refine`` cell, a failure in automatic
 mode, a ``%refine`` command other than ``help`` and ``auto``.
 
-May import: IPython, this package's light modules (:mod:`.options`, :mod:`.auto`, :mod:`.cells`)
-and, lazily, :mod:`.repairs`; at import time nothing of :mod:`nbrefine.engine` but its settings.
+May import: IPython, :mod:`nbrefine._errors`, this package's light modules (:mod:`.options`,
+:mod:`.auto`, :mod:`.cells`) and, lazily, :mod:`.repairs`; at import time nothing of
+:mod:`nbrefine.engine` but its settings.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ JSON and plot they are rendered as.
 (first-attempt and cumulative success per round, by error type, cycles, regressions, declines,
 provider errors, tokens, time) from the results, and the renderers print them.
 
-May import: :mod:`nbrefine.headless` (the attempt JSON of a session), the standard library and
-matplotlib (for the plot, when installed).
+May import: :mod:`nbrefine.headless` (the attempt JSON of a session), :mod:`nbrefine._version`, the
+standard library and matplotlib (for the plot, when installed).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and the ``--report`` file as JSON or Markdown.
 notebook in its run record (the batch's own reports, :mod:`.summary` and :mod:`.classroom`, read it).
 
 May import: :mod:`nbrefine.headless` (the results it renders), :mod:`nbrefine.grounding` (text
-helpers) and the standard library.
+helpers), :mod:`nbrefine._version` and the standard library.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ What this layer cannot stop (the README says so too): code that makes system cal
 the capability diff and the gate before Accept, which then needs a second choice), work handed to a
 thread or process that existed before the run, and writes through files that were already open.
 
-May import: the standard library and :mod:`nbrefine.sandbox.hardening`.
+May import: the standard library, :mod:`nbrefine._errors` and :mod:`nbrefine.sandbox.hardening`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Parsing the code can. The callee's parameters come from a function, class, datac
 defined in the same code, or from the namespace (read with ``inspect.getattr_static``, so no
 property or ``__getattr__`` of the user's runs). Also here: blanking those literals in the code.
 
-May import: the standard library and the sibling modules of this package.
+May import: the standard library, the sibling modules of this package and
+:mod:`nbrefine.grounding.markers`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ AWS secret keys without quotes), and added for what it does not see at all: unqu
 ``.netrc`` lines, ``sshpass -p``/``curl -u``, passwords given by position to ``login(...)`` and
 in (host, port, user, password) tuples, and ``os.environ.setdefault("…_PASS", "…")``.
 
-May import: the standard library and the sibling modules of this package.
+May import: the standard library, the sibling modules of this package and
+:mod:`nbrefine.grounding.markers`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Rendering of one value inside a summary: strings, numbers, callables, containers, records, numpy
 arrays and pandas frames, series and indexes, each bounded in items, depth, characters and time.
 
-May import: the standard library and the sibling modules of this package (and their leaves).
+May import: the standard library, the sibling modules of this package and the grounding leaf
+modules they use (markers, _objects).
 """
 
 from __future__ import annotations
