@@ -57,6 +57,11 @@ def snapshot():
     snap.close()
 
 
+def _quiet() -> None:
+    """The kernel between two trials: it reads the outcome, asks for fingerprints, the model."""
+    time.sleep(0.05)
+
+
 def _both(snap: Snapshot, code: str, **fields):
     """The same candidate in the spare, then in a trial forked on demand (after which the next
     spare is hardened for the default policy again)."""
@@ -65,20 +70,41 @@ def _both(snap: Snapshot, code: str, **fields):
     fork = snap.run(TrialSpec(code, policy=_ON_DEMAND, **fields))
     assert snap.last_start == "fork", fork.render()
     assert snap.run(TrialSpec("pass")).ok and snap.last_start == "fork"
+    _quiet()  # (the next spare is made once the kernel is quiet after a pass)
     return spare, fork
 
 
 def test_a_trial_starts_in_the_spare_when_it_was_hardened_for_its_policy(snapshot):
-    for _ in range(3):  # each trial's successor is made while it runs
+    for _ in range(3):  # each trial's successor is made once it is done
         assert snapshot.run(TrialSpec("assert data == [1, 2, 3]\ndata.append(4)")).ok
         assert snapshot.last_start == "spare"
+        _quiet()
     networked = TrialPolicy(allow_network=True)
     first = snapshot.run(TrialSpec("assert data == [1, 2, 3]", policy=networked))
     assert first.ok and snapshot.last_start == "fork"  # the spare was hardened for the default
+    _quiet()
     second = snapshot.run(TrialSpec("assert data == [1, 2, 3]", policy=networked))
     assert second.ok and snapshot.last_start == "spare"  # the next one for the policy just asked for
     assert second.layers == first.layers and "netns" not in second.layers
+    _quiet()
     assert snapshot.run(TrialSpec("pass")).ok and snapshot.last_start == "fork"
+    _quiet()
+    assert snapshot.run(TrialSpec("pass")).ok and snapshot.last_start == "spare"
+
+
+def test_the_next_spare_waits_for_a_quick_pass_to_be_answered_not_for_a_failure(snapshot):
+    """After a quick candidate that passed, the kernel's next questions (fingerprints, values)
+    come before the next spare's fork; after one that failed, the next attempt's trial follows
+    at once, and finds its spare made while the model answered (here: at once)."""
+    assert snapshot.run(TrialSpec("x = 1")).ok and snapshot.last_start == "spare"
+    # (a trial asked for at once may find no spare yet: how soon depends on the machine's load)
+    assert snapshot.run(TrialSpec("x = 2")).ok
+    _quiet()
+    assert not snapshot.run(TrialSpec("assert data == []")).ok and snapshot.last_start == "spare"
+    for _ in range(3):
+        assert not snapshot.run(TrialSpec("assert data == []")).ok
+        assert snapshot.last_start == "spare"
+    assert snapshot.run(TrialSpec("import time\ntime.sleep(0.1)")).ok  # a while: made as it runs
     assert snapshot.run(TrialSpec("pass")).ok and snapshot.last_start == "spare"
 
 

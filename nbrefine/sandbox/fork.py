@@ -33,6 +33,7 @@ import io
 import os
 import pickle
 import queue
+import select
 import shutil
 import signal
 import struct
@@ -250,6 +251,8 @@ def _snapshot_main(
     trials = _Trials(res_fd, namespace, redactor, options, prepared)
     try:
         while True:
+            if trials.wants_spare and not _readable(cmd_fd, _IDLE_BEFORE_SPARE_S):
+                trials.refill()  # once the kernel has nothing more to ask right after a trial
             try:
                 spec = read_msg(cmd_fd, None, trusted=True)  # from the kernel
             except (EOFError, OSError):
@@ -261,9 +264,26 @@ def _snapshot_main(
             if isinstance(spec, tuple) and spec[:1] == ("inspect",):
                 write_msg(res_fd, ("inspect", spec[3], _inspected(namespace, spec[1], spec[2])))
                 continue
-            write_msg(res_fd, ("done", trials.run(spec).outcome(len(spec.checks))))
+            outcome = trials.run(spec).outcome(len(spec.checks))
+            write_msg(res_fd, ("done", outcome))
+            if not outcome.ok:
+                trials.refill()  # its next attempt comes as soon as the model answers
     finally:
         trials.close()
+
+
+#: How long a candidate may take before the next spare is forked while it runs (a quicker one is
+#: answered first), and how long the kernel may stay silent after a trial before it is forked.
+_QUICK_CANDIDATE_S = 0.010
+_IDLE_BEFORE_SPARE_S = 0.002
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` has something to read (or is closed) within ``timeout_s``."""
+    try:
+        return bool(select.select([fd], [], [], timeout_s)[0])
+    except (OSError, ValueError):
+        return True  # let the read itself report it
 
 
 @dataclass
@@ -334,9 +354,30 @@ class _Trials:
         # Only where trials are hardened (a trial without it has nothing to prepare), and where
         # prepare() ran: a spare is hardened with what every trial forked on demand gets.
         self.spares = options.harden and prepared is not None
+        self._next_policy: TrialPolicy | None = None  # a spare to make (refill) for this policy
+        self._left: list[str] = []  # scratch folders of finished trials, removed by refill
         self.spare = self._fork_spare(TrialPolicy())
 
+    @property
+    def wants_spare(self) -> bool:
+        """A trial used the spare up and none is made yet (see :meth:`refill`)."""
+        return self._next_policy is not None
+
+    def refill(self) -> None:
+        """Make the next spare, hardened for the policy of the last trial, and remove what the
+        last trial left. Done while a candidate that takes a while runs; for a quick one, once its
+        outcome is sent: at once after a failure (the next attempt follows), after a pass once the
+        kernel asks nothing more for a moment (the fingerprints and values Accept reads come
+        first). So a quick candidate's outcome never waits for the fork of the next spare."""
+        for scratch in self._left:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self._left.clear()
+        policy, self._next_policy = self._next_policy, None
+        if policy is not None and self.spare is None:
+            self.spare = self._fork_spare(policy)
+
     def run(self, spec: TrialSpec) -> _Collected:
+        self._next_policy = None  # (a refill still pending: this trial takes the spare's place)
         spare, self.spare = self.spare, None
         if spare is not None and spec.policy == spare.policy:
             if spare.hand(spec):
@@ -348,19 +389,22 @@ class _Trials:
         finally:
             if spare is not None:  # hardened for another policy: once this trial is done
                 spare.discard(wait=False)
-            self.spare = self._fork_spare(spec.policy)
+            self._next_policy = spec.policy
 
     def _run_in_spare(self, spare: _Spare, spec: TrialSpec) -> _Collected:
         # The wall clock counts from the hand-over, not from when the spare was made.
         handed = time.monotonic()
         write_msg(self.res_fd, ("started", spare.pid, "spare"))
-        # The next spare is made now, while this candidate runs, so that it is ready for the next
-        # one (it forks the snapshot, which no trial changes: it is what a fork on demand would be).
-        self.spare = self._fork_spare(spec.policy)
+        self._next_policy = spec.policy
+        # A candidate still running after a moment: the next spare is made now, while it runs, so
+        # that it is ready for the next one (it forks the snapshot, which no trial changes: it is
+        # what a fork on demand would be). A quick one is answered first (see refill).
+        if not _readable(spare.read_fd, _QUICK_CANDIDATE_S):
+            self.refill()
         try:
             return _collected(spare.pid, spare.read_fd, spec.timeout_s, spare.token, handed)
         finally:
-            shutil.rmtree(spare.scratch, ignore_errors=True)
+            self._left.append(spare.scratch)  # (its own, once it is done: removed by refill)
 
     def _run_forked(self, spec: TrialSpec) -> _Collected:
         token = os.urandom(16)
@@ -415,6 +459,8 @@ class _Trials:
 
     def close(self) -> None:
         """The snapshot ends: its spare goes with it (never left behind, waiting)."""
+        self._next_policy = None
+        self.refill()  # (the scratch folders only)
         if self.spare is not None:
             self.spare.discard()
             self.spare = None
