@@ -500,7 +500,7 @@ def test_class_report_feedback_per_student_and_the_instructor_page(
         (["a.ipynb", "b.ipynb", "--jobs", "0"], "--jobs must be at least 1"),
         (["a.ipynb", "b.ipynb", "--report", "r.txt"], ".xml (JUnit) or .html (class report)"),
         (["a.ipynb", "--max-requests", "0"], "--max-requests must be at least 1"),
-        (["a.ipynb", "--budget-usd", "-1"], "--budget-usd must be a positive amount"),
+        (["a.ipynb", "--budget-usd", "-1"], "--budget-usd must be a positive number of USD"),
         (["a.ipynb", "b.ipynb", "--fail-on", "some"], "invalid choice"),
         (["a.ipynb", "--quiet", "--verbose"], "not allowed with"),
     ],

@@ -8,8 +8,8 @@ the fix is never accepted. The figures and their rendering are :mod:`nbrefine.re
 part that runs in the kernel is :mod:`.bench_kernel`.
 
 May import: :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, the providers (their names),
-:mod:`nbrefine._errors`, :mod:`nbrefine.grounding.text`, the rest of this package and the standard
-library; never the IPython side.
+:mod:`nbrefine._errors`, :mod:`nbrefine.grounding.text`, :mod:`nbrefine.engine.config` and traitlets (a
+flag's rule is its trait's), the rest of this package and the standard library; never the IPython side.
 """
 
 from __future__ import annotations
@@ -131,8 +131,14 @@ def options(args: argparse.Namespace) -> BenchOptions:
         raise BadInputError("--rounds must be at least 1")
     if args.limit is not None and args.limit < 1:
         raise BadInputError("--limit must be at least 1")
-    if not (args.timeout > 0 and math.isfinite(args.timeout)):
-        raise BadInputError("--timeout must be a positive number of seconds")
+    from traitlets import TraitError
+
+    from ..engine.config import Refine
+
+    try:  # a trial's timeout: the rule of the Refine trait it stands for
+        Refine.validated("timeout", args.timeout, option="--timeout")
+    except TraitError as err:
+        raise BadInputError(str(err)) from None
     if args.case_timeout is not None and not (args.case_timeout > 0 and math.isfinite(args.case_timeout)):
         raise BadInputError("--case-timeout must be a positive number of seconds")
     provider = args.provider or "offline"

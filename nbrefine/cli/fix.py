@@ -6,8 +6,8 @@ or any batch option: :func:`batch_options` hands the run to :mod:`nbrefine.batch
 turns the command line into options and the outcome into files and an exit status.
 
 May import: :mod:`nbrefine.batch`, :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, the engine and
-below, :mod:`nbrefine._version` and the rest of this package; never the IPython side (magics, panel,
-auto, write-back).
+below (and traitlets, whose errors the traits raise), :mod:`nbrefine._version` and the rest of this
+package; never the IPython side (magics, panel, auto, write-back).
 """
 
 from __future__ import annotations
@@ -236,6 +236,18 @@ def parse_cells(text: str) -> frozenset[int]:
     if not chosen:
         raise bad
     return frozenset(chosen)
+
+
+def _check_trait(name: str, value: Any, flag: str) -> None:
+    """``value`` of ``flag`` by the rule of the ``Refine`` trait ``name`` (one line, naming it)."""
+    from traitlets import TraitError
+
+    from ..engine.config import Refine
+
+    try:
+        Refine.validated(name, value, option=flag)
+    except TraitError as err:
+        raise BadInputError(str(err)) from None
 
 
 def _trait_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -482,8 +494,6 @@ def _limits(args: argparse.Namespace, jobs: int) -> GateLimits:
     requests = (2 * jobs if args.batch else 4) if args.max_requests is None else args.max_requests
     if requests < 1:
         raise BadInputError("--max-requests must be at least 1")
-    if args.budget_tokens is not None and args.budget_tokens < 1:
-        raise BadInputError("--budget-tokens must be at least 1")
-    if args.budget_usd is not None and not (args.budget_usd > 0 and math.isfinite(args.budget_usd)):
-        raise BadInputError("--budget-usd must be a positive amount")
+    for name in ("budget_tokens", "budget_usd"):  # the whole batch's, by the session traits' rules
+        _check_trait(name, getattr(args, name), "--" + name.replace("_", "-"))
     return GateLimits(requests, args.budget_tokens, args.budget_usd)

@@ -12,7 +12,9 @@ the engine's teaching policy gate.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Int, TraitError, Unicode, default, validate
@@ -21,6 +23,76 @@ from traitlets.config import Configurable
 from .modes import MODES
 
 __all__ = ["Refine"]
+
+
+def _whole(floor: int, ceiling: int | None = None) -> Callable[[str, Any], int]:
+    def rule(label: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TraitError(f"{label} must be a whole number, not {value!r}")
+        if value < floor or (ceiling is not None and value > ceiling):
+            within = f"between {floor} and {ceiling}" if ceiling is not None else f"at least {floor}"
+            raise TraitError(f"{label} must be {within}, not {value}")
+        return value
+
+    return rule
+
+
+def _positive(unit: str) -> Callable[[str, Any], float]:
+    def rule(label: str, value: Any) -> float:
+        number = float(value)
+        if not (number > 0 and math.isfinite(number)):
+            raise TraitError(f"{label} must be a positive number of {unit}, not {value!r}")
+        return number
+
+    return rule
+
+
+def _name(label: str, value: Any) -> str:
+    text = str(value).strip()
+    if any(c.isspace() for c in text):
+        raise TraitError(f"{label} must be one name, without spaces, not {value!r}")
+    return text
+
+
+def _prices(label: str, value: Any) -> dict[str, list[float]]:
+    checked: dict[str, list[float]] = {}
+    for model, rates in dict(value).items():
+        numbers = list(rates) if isinstance(rates, list | tuple) else None
+        if (
+            not isinstance(model, str)
+            or numbers is None
+            or not 2 <= len(numbers) <= 4
+            or not all(isinstance(n, int | float) and not isinstance(n, bool) and n >= 0 for n in numbers)
+        ):
+            raise TraitError(
+                f"{label}[{model!r}] must be 2 to 4 non-negative USD rates per million tokens "
+                f"(input, output[, cache write, cache read]), not {rates!r}"
+            )
+        checked[model] = [float(n) for n in numbers]
+    return checked
+
+
+#: Each trait's one rule (a trait not named here is checked by its type alone; the teaching
+#: traits also by the kernel's policy gate, which may refuse to loosen a locked policy). None
+#: always passes where the trait allows it.
+_RULES: dict[str, Callable[[str, Any], Any]] = {
+    "provider": _name,
+    "model": lambda label, value: str(value).strip(),
+    "max_attempts": _whole(1),
+    "max_retries": _whole(0),
+    "max_tokens": _whole(1),
+    "prompt_budget": _whole(1000),
+    "memory_limit_mb": _whole(1),
+    "candidates": _whole(1, 8),
+    "max_hints": _whole(1),
+    "budget_tokens": _whole(1),
+    "kernel_budget_tokens": _whole(1),
+    "timeout": _positive("seconds"),
+    "request_timeout": _positive("seconds"),
+    "budget_usd": _positive("USD"),
+    "kernel_budget_usd": _positive("USD"),
+    "prices": _prices,
+}
 
 
 class Refine(Configurable):
@@ -39,16 +111,20 @@ class Refine(Configurable):
     model = Unicode(
         help="Model name for the provider; empty means the provider's default. Default: $NBREFINE_MODEL."
     ).tag(config=True)
-    max_attempts = Int(3, help="Most candidates to try per failing cell.").tag(config=True)
-    timeout = Float(10.0, help="Wall-clock seconds one trial run of a candidate may take.").tag(config=True)
-    request_timeout = Float(120.0, help="Seconds to wait for the model's reply.").tag(config=True)
-    max_retries = Int(2, help="Retries of a failed model request (rate limits, overload, resets).").tag(
+    max_attempts = Int(3, help="Most candidates to try per failing cell (at least 1).").tag(config=True)
+    timeout = Float(10.0, help="Wall-clock seconds one trial run of a candidate may take (more than 0).").tag(
         config=True
     )
+    request_timeout = Float(120.0, help="Seconds to wait for the model's reply (more than 0).").tag(
+        config=True
+    )
+    max_retries = Int(
+        2, help="Retries of a failed model request (rate limits, overload, resets; 0 or more)."
+    ).tag(config=True)
     max_tokens = Int(4096, help="Most tokens the model may write per reply.").tag(config=True)
-    prompt_budget = Int(16000, help="Most characters of one repair prompt (the user message).").tag(
-        config=True
-    )
+    prompt_budget = Int(
+        16000, help="Most characters of one repair prompt (the user message; at least 1000)."
+    ).tag(config=True)
     snapshot = Bool(
         True,
         help="Fork a snapshot of the kernel state when %%refine starts, so trials see the state "
@@ -140,13 +216,18 @@ class Refine(Configurable):
     def _default_model(self) -> str:
         return os.environ.get("NBREFINE_MODEL", "").strip()
 
-    @validate("max_attempts", "max_retries", "max_tokens", "prompt_budget", "memory_limit_mb")
-    def _positive_int(self, proposal: Any) -> int:
-        value = int(proposal["value"])
-        floor = 0 if proposal["trait"].name == "max_retries" else 1
-        if value < floor:
-            raise TraitError(f"Refine.{proposal['trait'].name} must be at least {floor}, not {value}")
-        return value
+    @validate(*(name for name in _RULES if name != "max_hints"))  # (max_hints: see _teaching)
+    def _checked(self, proposal: Any) -> Any:
+        return self.validated(proposal["trait"].name, proposal["value"])
+
+    @classmethod
+    def validated(cls, name: str, value: Any, *, option: str | None = None) -> Any:
+        """``value`` as trait ``name`` keeps it, or :class:`~traitlets.TraitError` (one line,
+        naming ``option``, by default ``Refine.<name>``) when the trait refuses it: the one rule
+        for ``%config``, a profile, the ``%%refine`` options and the command line's flags alike
+        (they only map onto it). The teaching traits are the kernel's policy gate's to judge."""
+        rule = _RULES.get(name)
+        return value if rule is None or value is None else rule(option or f"Refine.{name}", value)
 
     @validate("mode", "max_hints", "allow_solution")
     def _teaching(self, proposal: Any) -> Any:
@@ -155,6 +236,7 @@ class Refine(Configurable):
         from . import PolicyLockedError, kernel_gate
 
         name, value = proposal["trait"].name, proposal["value"]
+        value = self.validated(name, value)
         options: dict[str, Any] = {name: value}
         if name == "max_hints" and value is None:
             options = {"no_hint_cap": True}
@@ -162,11 +244,4 @@ class Refine(Configurable):
             kernel_gate().configure(**options, source="config")
         except (PolicyLockedError, ValueError) as err:
             raise TraitError(str(err)) from None
-        return value
-
-    @validate("timeout", "request_timeout")
-    def _positive_float(self, proposal: Any) -> float:
-        value = float(proposal["value"])
-        if not value > 0:
-            raise TraitError(f"Refine.{proposal['trait'].name} must be a positive number of seconds")
         return value

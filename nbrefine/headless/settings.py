@@ -15,7 +15,6 @@ May import: :mod:`nbrefine._errors`, :mod:`nbrefine.engine.config` (traitlets on
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ class TraitFlag:
     where: Where
     metavar: str | None = None
     negated: bool = False  # a Bool trait the flag turns off (--no-quick-fixes)
-    positive: bool = False  # a number that must be > 0 (and finite)
 
     def given(self, value: Any) -> bool:
         """Whether ``value`` (as parsed; None when the flag is absent) sets the trait."""
@@ -45,11 +43,11 @@ class TraitFlag:
 TRAIT_FLAGS: tuple[TraitFlag, ...] = (
     TraitFlag("provider", "--provider", "both"),
     TraitFlag("model", "--model", "both"),
-    TraitFlag("max_attempts", "--max-attempts", "both", "N", positive=True),
-    TraitFlag("timeout", "--timeout", "both", "S", positive=True),
+    TraitFlag("max_attempts", "--max-attempts", "both", "N"),
+    TraitFlag("timeout", "--timeout", "both", "S"),
     TraitFlag("quick_fixes", "--no-quick-fixes", "config", negated=True),
     TraitFlag("mode", "--mode", "cell"),
-    TraitFlag("max_hints", "--max-hints", "cell", "N", positive=True),
+    TraitFlag("max_hints", "--max-hints", "cell", "N"),
 )
 
 
@@ -58,13 +56,18 @@ def trait_flag(trait: str) -> TraitFlag:
 
 
 def check_values(values: Mapping[str, Any]) -> None:
-    """:class:`BadInputError` (one line, naming the flag) for a number that must be positive."""
+    """:class:`BadInputError` (one line, naming the flag) for a value its trait refuses (the rule
+    is the trait's own: :meth:`Refine.validated <nbrefine.engine.config.Refine.validated>`)."""
+    from traitlets import TraitError
+
+    from ..engine.config import Refine
+
     for entry in TRAIT_FLAGS:
-        value = values.get(entry.trait)
-        if entry.positive and value is not None and not (value > 0 and math.isfinite(value)):
-            noun = "number of seconds" if entry.metavar == "S" else "whole number"
-            must = "at least 1" if isinstance(value, int) else f"a positive {noun}"
-            raise BadInputError(f"{entry.flag} must be {must}")
+        if entry.trait in values and entry.given(values[entry.trait]):
+            try:
+                Refine.validated(entry.trait, values[entry.trait], option=entry.flag)
+            except TraitError as err:
+                raise BadInputError(str(err)) from None
 
 
 def config_lines(values: Mapping[str, Any]) -> list[str]:

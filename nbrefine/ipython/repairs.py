@@ -6,7 +6,8 @@ or a ``%refine`` command other than ``help`` and ``auto``. ``%load_ext nbrefine`
 never import this module, nor the engine, sandbox, grounding and providers it brings (issue 20:
 tests/test_load.py checks it, bench/bench_load.py times it).
 
-May import: IPython, :mod:`nbrefine.engine` and everything below it, and this package's modules.
+May import: IPython, traitlets, :mod:`nbrefine.engine` and everything below it, and this package's
+modules.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
+from traitlets import TraitError
 
 from .._errors import RefineStop
 from ..engine import (
@@ -479,12 +481,13 @@ def resolve(magic: Callable[..., Any], settings: Refine, line: str) -> CellRun:
 
 
 def _check(run: CellRun) -> None:
-    if not 1 <= run.candidates <= 8:
-        raise UsageError("%%refine: --candidates must be between 1 and 8")
-    if run.max_attempts < 1:
-        raise UsageError("%%refine: --max-attempts must be at least 1")
-    if not run.timeout > 0:
-        raise UsageError("%%refine: --timeout must be a positive number of seconds")
+    """The cell's options by the rules of the traits they stand for (``Refine.validated``)."""
+    for name in ("candidates", "max_attempts", "timeout", "provider", "model"):
+        option = "--" + name.replace("_", "-")
+        try:
+            Refine.validated(name, getattr(run, name), option=option)
+        except TraitError as err:
+            raise UsageError(f"%%refine: {err}") from None
     for check in run.checks:
         try:
             compile(check, "<check>", "exec")
