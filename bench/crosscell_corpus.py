@@ -11,7 +11,7 @@ the model being the scripted provider with the case's replies (shaped as real mo
 prints, per kind and in all: placed right (every cell the case expects changed holds exactly the
 expected source, every other cell is byte-identical, the moved cell is where it belongs), checks
 kept (the read-only cells are byte-identical), proposals (fixes not applied because nothing checks
-them), and the wall time. ``tests/test_crosscell_corpus.py`` asserts every case.
+them), and the wall time. ``tests/e2e/test_crosscell_corpus.py`` asserts every case.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The adversarial candidates that tests/test_adversarial.py trial-runs from a real kernel.
+"""The adversarial candidates that tests/adversarial/test_adversarial.py trial-runs from a real kernel.
 
 Each case is the code a (hostile or careless) model could return as its "fix". The test scripts
 the fake Anthropic API to reply with it, runs a failing ``%%refine`` cell so that exactly that

@@ -12,7 +12,7 @@ Three directives, each read from the one place the code declares the thing it do
   its magic arguments) and the ``%refine`` line commands (:data:`nbrefine.ipython.options.LINE_COMMANDS`).
 
 Every trait and every option gets an anchor (:func:`trait_id`, :func:`option_id`), which
-``tests/test_docs.py`` looks for in the built pages.
+``tests/project/test_docs.py`` looks for in the built pages.
 """
 
 from __future__ import annotations

@@ -98,8 +98,8 @@ if TYPE_CHECKING:
 # Where each name is defined: imported there at its first use (``from nbrefine.engine import
 # refine`` works as before), so that the settings (``.config``) and the names of the modes
 # (``.modes``) load without the rest: ``%load_ext nbrefine`` and a passing cell never pay for the
-# loop, the sandbox, the grounding or the providers (issue 20). tests/test_load.py checks that this
-# table and ``__all__`` name the same things.
+# loop, the sandbox, the grounding or the providers (issue 20). tests/ipython/test_magics_load.py
+# checks that this table and ``__all__`` name the same things.
 _MODULE_OF: dict[str, str] = {
     name: module
     for module, names in (

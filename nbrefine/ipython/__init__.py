@@ -13,5 +13,5 @@ May import: IPython, ipywidgets, comm, :mod:`nbrefine.engine` and everything bel
 :mod:`nbrefine.cli`, :mod:`nbrefine.batch` or :mod:`nbrefine.reports`. Nothing is imported here:
 ``%load_ext nbrefine`` loads :mod:`.magics`, :mod:`.options`, :mod:`.auto` and :mod:`.cells`, which
 import nothing of the engine but its settings at import time (see ``nbrefine.load_ipython_extension``;
-tests/test_load.py).
+tests/ipython/test_magics_load.py).
 """

@@ -9,7 +9,7 @@ called until the user asks, except in ``on`` mode, which the user turned on for 
 
 Passing cells pay one attribute check (measured by ``bench/bench_auto.py``) and import nothing:
 the engine, the sandbox and the panel are imported at the first failure (``bench/bench_load.py``,
-tests/test_load.py). Optionally (``Refine.auto_snapshot``), a snapshot of the state is forked
+tests/ipython/test_magics_load.py). Optionally (``Refine.auto_snapshot``), a snapshot of the state is forked
 before every cell so trials see what the failing cell saw (that loads the sandbox at the first
 cell); without it they start from the state the failure left, and the prompt says what the
 failed run had already bound.

@@ -4,7 +4,7 @@ Imported at the first use (``RefineMagics.repairs``): a ``%%refine`` cell (its s
 before the body runs, so it cannot wait for the failure), the first failure automatic mode sees,
 or a ``%refine`` command other than ``help`` and ``auto``. ``%load_ext nbrefine`` and passing cells
 never import this module, nor the engine, sandbox, grounding and providers it brings (issue 20:
-tests/test_load.py checks it, bench/bench_load.py times it).
+tests/ipython/test_magics_load.py checks it, bench/bench_load.py times it).
 
 May import: IPython, traitlets, :mod:`nbrefine.engine` and everything below it, and this package's
 modules.

@@ -48,7 +48,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 import adversarial_cases
 from adversarial_cases import CASES, Case
 from fake_anthropic import FakeAnthropic

@@ -8,7 +8,7 @@ neither verbatim nor in a normalised form (letters and digits only, case-folded:
 candidate gets by printing the secret with spaces between its characters, in 6-character
 chunks on separate lines, as a list of chunks, upper-cased...).
 
-Part of the adversarial suite (tests/test_adversarial.py holds the sandbox escapes).
+Part of the adversarial suite (tests/adversarial/test_adversarial.py holds the sandbox escapes).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 

@@ -20,7 +20,7 @@ verified; honest fixes comparing numpy arrays, pandas objects, a dataclass, floa
 Fractions and tuples of those stay verified.
 
 The model is the loopback fake of the Anthropic API (tests/fake_anthropic.py), reached by the kernel
-through the official SDK, as in tests/test_adversarial.py.
+through the official SDK, as in tests/adversarial/test_adversarial.py.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 

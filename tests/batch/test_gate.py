@@ -25,7 +25,7 @@ from nbrefine._errors import ProviderError
 from nbrefine.batch.gate import FileGate, GatedProvider, GateLimits, install, open_gate
 from nbrefine.providers import ProviderSettings, make_provider
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)

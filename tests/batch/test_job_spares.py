@@ -20,7 +20,7 @@ from nbrefine.batch.job import JobSettings, NotebookResult, NotebookTask, repair
 from nbrefine.cli.main import main
 from nbrefine.headless import SpareKernels, choose_provider
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from kernel_io import exists, kernels_in
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env_in_tmp")]

@@ -23,10 +23,10 @@ from nbrefine.cli.main import main
 from nbrefine.engine import price_of, usage_of
 from nbrefine.providers.base import ProviderReply
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 
 from fake_anthropic import FakeAnthropic
-from test_batch import FAILING, FIX_REPLY, TOGETHER, notebook
+from test_runner import FAILING, FIX_REPLY, TOGETHER, notebook
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("clean_env_in_tmp")]
 

@@ -29,7 +29,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from nbrefine.cli.main import main
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 from kernel_io import exists, kernels_in
 

@@ -15,7 +15,7 @@ from nbrefine.cli.main import build_parser
 from nbrefine.cli.main import main as nbrefine_main
 from nbrefine.reports import bench as bench_report
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUIXBUGS = ROOT / "corpora" / "quixbugs_python.jsonl"
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("clean_env")]

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus" / "crosscell"
 GENERATOR = ROOT / "scripts" / "make_crosscell_corpus.py"
 CASES = sorted(CORPUS.glob("*.json"))

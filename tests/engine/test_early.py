@@ -21,7 +21,7 @@ from nbrefine.grounding.capture import Failure
 from nbrefine.providers.anthropic import AnthropicProvider
 from nbrefine.sandbox import Snapshot, TrialOutcome, TrialSpec
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)

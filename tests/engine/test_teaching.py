@@ -42,7 +42,7 @@ from nbrefine.grounding.capture import capture_failure
 from nbrefine.providers.scripted import ScriptedProvider
 from nbrefine.sandbox import LiveForkRunner, TrialOutcome, TrialSpec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks" / "teaching"
 
 pytestmark = pytest.mark.timeout(120)

@@ -3,7 +3,7 @@ issue 19, item 7: the corpus of token shapes, tests/corpus/secrets/shapes.json).
 
 Unit tests of :class:`nbrefine.grounding.redaction.Redactor` and of the prompt as built by
 :func:`nbrefine.engine.prompt.build_request`; the end-to-end version, in a real kernel against the
-fake Anthropic API, is tests/test_adversarial_secrets.py.
+fake Anthropic API, is tests/adversarial/test_adversarial_secrets.py.
 """
 
 from __future__ import annotations
@@ -393,7 +393,7 @@ def test_redacted_cells_still_parse(code: str) -> None:
 # Each entry: a line as it appears in a cell, a printed log, a repr or a URL; the substring that must
 # not survive ("secret"; null for ordinary code that must come out unchanged); the kind of secret.
 SHAPES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "corpus" / "secrets" / "shapes.json").read_text(encoding="utf-8")
+    (Path(__file__).resolve().parents[1] / "corpus" / "secrets" / "shapes.json").read_text(encoding="utf-8")
 )
 POSITIVES = [shape for shape in SHAPES if shape["secret"] is not None]
 NEGATIVES = [shape for shape in SHAPES if shape["secret"] is None]

@@ -2,8 +2,8 @@
 
 IPython empties the whitespace-only lines of a cell magic's body (``    `` between two functions
 becomes an empty line), so the body ``%%refine`` receives is not the text the user typed. The
-commands find a cell's session by the execute request that ran it (``tests/test_cli.py``,
-``tests/test_benchcmd.py``); this checks the magic's own lookup of its history entry.
+commands find a cell's session by the execute request that ran it (``tests/cli/test_fix.py``,
+``tests/cli/test_bench.py``); this checks the magic's own lookup of its history entry.
 """
 
 from __future__ import annotations

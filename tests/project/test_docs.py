@@ -28,7 +28,7 @@ from nbrefine.engine.config import Refine
 from nbrefine.ipython.magics import RefineMagics
 from nbrefine.ipython.options import LINE_COMMANDS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGE_SUFFIXES = (".md", ".ipynb")
 

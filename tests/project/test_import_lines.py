@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "nbrefine"
 
 #: The layers, bottom first, as the import-linter contract in pyproject.toml orders them.

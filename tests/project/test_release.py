@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbrefine
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def written_version() -> str:

@@ -31,7 +31,7 @@ from nbrefine._errors import (
 from nbrefine.providers.anthropic import DEFAULT_MODEL, AnthropicProvider
 from nbrefine.providers.base import Provider, ProviderRequest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)
@@ -435,7 +435,7 @@ def test_cli_serves_replies_until_terminated(tmp_path: Path) -> None:
         json.dumps({"replies": [{"text": "from the cli"}], "default": {"text": "cli default"}})
     )
     port_file = tmp_path / "url.txt"
-    script = Path(__file__).with_name("fake_anthropic.py")
+    script = Path(__file__).resolve().parents[1] / "fake_anthropic.py"
     proc = subprocess.Popen(
         [sys.executable, str(script), "--replies", str(replies), "--port-file", str(port_file)],
         env={k: v for k, v in os.environ.items() if k not in _ENV},

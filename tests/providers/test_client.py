@@ -17,7 +17,7 @@ from nbrefine.providers._client import LazyClient
 from nbrefine.providers.anthropic import AnthropicProvider
 from nbrefine.providers.base import ProviderRequest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)

@@ -35,7 +35,7 @@ from nbrefine.providers.openai_compat import (  # noqa: E402
     OpenAIProvider,
 )
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_openai import FakeOpenAI  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 

@@ -16,7 +16,7 @@ applied as detect-secrets applies them. Left out: the public IP address plugin (
 not credentials, and hiding them garbles tracebacks) and the hex high-entropy plugin (git SHAs
 and checksums are everywhere in ordinary output).
 
-Speed: on the 16 KB prompt of ``tests/test_redaction.py``, detect-secrets' own ``scan_line``, line by
+Speed: on the 16 KB prompt of ``tests/grounding/test_redactor.py``, detect-secrets' own ``scan_line``, line by
 line, takes about 200 ms, and its plugins run on the whole text about 20 ms. So each plugin
 runs only if a cheap substring test says it could match (its prefix, a keyword; the slow
 assignment patterns of IBM, Cloudant and SoftLayer also need a long enough token), the keyword
@@ -43,7 +43,7 @@ from .rules import _lines_with
 # Substrings at least one of which a text must hold for a plugin to run: every pattern of the
 # plugin requires one of them. A hint with an upper-case letter is looked for as it is (the
 # plugin's pattern is case-sensitive), the others in the lower-cased text. ``None``: the plugin
-# always runs (it is cheap). tests/test_redaction.py checks that every plugin has an entry here
+# always runs (it is cheap). tests/grounding/test_redactor.py checks that every plugin has an entry here
 # and the corpus of token shapes that each still finds what it should.
 _HINTS: dict[str, tuple[str, ...] | None] = {
     "AWSKeyDetector": ("A3T", "ABIA", "ACCA", "AKIA", "ASIA", "aws"),
