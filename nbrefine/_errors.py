@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadInputError",
+    "KernelCallError",
     "KernelDiedError",
     "NbrefineError",
     "PolicyLockedError",
@@ -75,6 +76,12 @@ class SandboxError(NbrefineError, RuntimeError):
 class BadInputError(NbrefineError, ValueError):
     """Bad usage or input of a command (a missing file, not a notebook, an unknown kernel, a bad
     option): one line for the user; ``nbrefine`` exits with status 2."""
+
+
+class KernelCallError(NbrefineError, RuntimeError):
+    """A call of the in-kernel API (``nbrefine.ipython.kernel_api``) failed: an unknown name, bad
+    arguments, or an error inside the kernel. Raised in the kernel and, from the execute reply,
+    again by the driver outside it (``nbrefine.headless.kernel.KernelDriver.call``); one line."""
 
 
 class KernelDiedError(NbrefineError, RuntimeError):

@@ -30,11 +30,13 @@
  *
  * The teaching policy: when a notebook whose metadata has an `nbrefine` object (an
  * instructor's policy, e.g. {"mode": "hint", "max_hints": 3, "lock": true}) is open and its
- * kernel is idle, the extension executes one line in that kernel, silently (no output, no
- * execution count, no history), and again after each restart or kernel change:
+ * kernel is idle, the extension calls `open_notebook` of the in-kernel API
+ * (nbrefine/ipython/kernel_api.py, the one `nbrefine fix` calls too) by name, silently (no
+ * output, no execution count, no history), and again after each restart or kernel change:
  *
- *   __import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook('<the object as JSON>', get_ipython())
+ *   __import__("nbrefine.ipython.kernel_api", fromlist=["_"]).call('{"name": "open_notebook", "args": [<the object>]}')
  *
+ * A failure comes back as the reply's error (ename `KernelCallError`, one line).
  * An execute request, not a comm: nothing of nbrefine is loaded in a fresh kernel to receive
  * one, and the comm protocol above stays as it was.
  */
@@ -215,12 +217,18 @@ function respond(
 }
 
 /**
- * The Python line that applies a notebook's policy in its kernel (`nbrefine/frontend.py`).
- * The JSON text goes in as a string literal: a JSON string literal is also a Python one.
+ * The Python line that calls `name(...args)` of the in-kernel API (nbrefine/ipython/kernel_api.py),
+ * as `call_code` of nbrefine/headless/kernel.py builds it. The call goes in as JSON text in a
+ * string literal: a JSON string literal is also a Python one.
  */
+export function kernelCall(name: string, ...args: JSONValue[]): string {
+  const text = JSON.stringify(JSON.stringify({ name, args }));
+  return `__import__("nbrefine.ipython.kernel_api", fromlist=["_"]).call(${text})`;
+}
+
+/** The Python line that applies a notebook's policy in its kernel. */
 export function policyCode(policy: JSONValue): string {
-  const text = JSON.stringify(JSON.stringify(policy));
-  return `__import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook(${text}, get_ipython())`;
+  return kernelCall('open_notebook', policy);
 }
 
 /** Apply the notebook's metadata policy in the kernel, silently; say in the console how it went. */

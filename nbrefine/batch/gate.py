@@ -343,15 +343,13 @@ def install(spec: str) -> None:
 
     gate_spec, _, spool = spec.partition(SEPARATOR)
     gate = open_gate(gate_spec)
-    for name in registry.available_providers():
-        if name in _UNGATED:
-            continue
-        # No public lookup of a factory: the registry's own tables, as make_provider reads them.
-        factory = registry._FACTORIES.get(name) or registry._discovered().get(name)
-        if factory is None or getattr(factory, "_nbrefine_gated", False):
-            continue
-        spooled = spool if name == "anthropic" else ""
-        registry.register_provider(name, _gated_factory(factory, gate, spooled))
+
+    def gated(name: str, factory: Callable[[Any], Provider]) -> Callable[[Any], Provider] | None:
+        if name in _UNGATED or getattr(factory, "_nbrefine_gated", False):
+            return None
+        return _gated_factory(factory, gate, spool if name == "anthropic" else "")
+
+    registry.wrap_provider_factories(gated)
 
 
 def _gated_factory(

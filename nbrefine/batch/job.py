@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ..headless import Fixer, FixOptions, ProviderChoice, RunResult, SpareKernels
+    from ..headless import FixOptions, ProviderChoice, RunResult, SpareKernels
 
 __all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one", "spare_kernels"]
 
@@ -33,8 +33,6 @@ __all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one", "spare
 #: one cell, "note": a line for every run but a quiet one, "kernel": the kernel's process id, so
 #: a client can stop it if the job cannot, "spare": the same of the kernel started ahead).
 Emit = Callable[[str, dict[str, Any]], None]
-
-_USAGE_EXPR = "__import__('dataclasses').asdict(__import__('nbrefine.engine', fromlist=['_']).kernel_usage())"
 
 
 @dataclass(frozen=True)
@@ -132,19 +130,35 @@ def repair_one(
 
 
 def _run(task: NotebookTask, result: NotebookResult, emit: Emit, spares: SpareKernels | None) -> None:
-    from ..headless import EXIT_FAILING, EXIT_OK, Fixer, check_kernel, notebook_text
+    from ..headless import EXIT_FAILING, EXIT_OK, KernelDriver, kernel_name_of, notebook_text, run_notebook
     from ..reports.notebook import report_data
 
     path = Path(task.path)
     notebook = _load(task, path)
     opts = task.settings.fix_options(path)
-    kernel_name = opts.kernel or notebook.metadata.get("kernelspec", {}).get("name") or "python3"
-    check_kernel(kernel_name)
-    fixer = Fixer(
-        opts, task.choice, notebook, gate=task.gate, on_line=lambda line: emit("line", {"text": line})
+    kernel_name = kernel_name_of(opts, notebook)
+
+    def on_kernel(kernel: KernelDriver) -> None:
+        emit("kernel", {"pid": kernel.pid})
+        clock = time.perf_counter()
+        if spares is not None and task.next_folder:
+            _start_spare(spares, task, kernel_name, emit)
+        result.timings["spare_start_s"] = round(time.perf_counter() - clock, 3)
+
+    done = run_notebook(
+        opts,
+        task.choice,
+        notebook,
+        Path(task.folder),
+        gate=task.gate,
+        on_line=lambda line: emit("line", {"text": line}),
+        on_kernel=on_kernel,
+        spares=spares,
+        note=functools.partial(_note, emit),
+        usage=True,
     )
-    policy = fixer.check_teaching()
-    run, usage = _run_in_kernel(task, fixer, kernel_name, result, emit, spares)
+    result.timings.update(done.timings)
+    run, policy = done.run, done.policy
     run.duration_s = sum(result.timings.get(k, 0.0) for k in ("kernel_start_s", "setup_s", "cells_s"))
     result.status = "pass" if run.all_pass else "fail"
     result.message = run.stopped
@@ -152,51 +166,18 @@ def _run(task: NotebookTask, result: NotebookResult, emit: Emit, spares: SpareKe
     result.changed = any(c.fixed_source is not None for c in run.cells)
     report = report_data(run, opts, task.choice, None, EXIT_OK if run.all_pass else EXIT_FAILING)
     report["teaching"] = {"mode": policy.mode, "max_hints": policy.max_hints, "source": policy.source}
-    report["usage"] = usage
+    report["usage"] = done.usage
     _add_cell_metadata(report, notebook, run)
     result.report = report
-
-
-def _run_in_kernel(
-    task: NotebookTask,
-    fixer: Fixer,
-    kernel_name: str,
-    result: NotebookResult,
-    emit: Emit,
-    spares: SpareKernels | None,
-) -> tuple[RunResult, dict[str, Any] | None]:
-    """The notebook's run in its kernel, and what the kernel spent on model replies; each part's
-    time on this job's path in ``result.timings``."""
-    from ..headless import open_kernel
-
-    cells = fixer.plan()
-    clock = time.perf_counter()
-    folder, timeout = Path(task.folder), fixer.opts.cell_timeout
-    note = functools.partial(_note, emit)
-    with open_kernel(fixer.notebook, kernel_name, folder, timeout, spares=spares, note=note) as kernel:
-        result.timings["kernel_start_s"] = round(time.perf_counter() - clock, 3)
-        emit("kernel", {"pid": kernel.pid})
-        clock = time.perf_counter()
-        if spares is not None and task.next_folder:
-            _start_spare(spares, task, kernel_name, emit)
-        result.timings["spare_start_s"] = round(time.perf_counter() - clock, 3)
-        clock = time.perf_counter()
-        run = fixer.run(kernel, cells)
-        result.timings["setup_s"] = round(fixer.setup_s, 3)
-        result.timings["cells_s"] = round(time.perf_counter() - clock - fixer.setup_s, 3)
-        usage = _usage(kernel) if not run.stopped else None
-        clock = time.perf_counter()
-    result.timings["shutdown_s"] = round(time.perf_counter() - clock, 3)
-    return run, usage
 
 
 def _start_spare(spares: SpareKernels, task: NotebookTask, kernel_name: str, emit: Emit) -> None:
     """Start the kernel of the worker's next notebook now: it boots, and imports what a repair
     needs, while this notebook runs. Same kernel name (most batches use one); in the folder the
     executor expects next. Its pid goes to the client, which kills it if this worker dies."""
-    from ..headless.kernel import kernel_call
+    from ..headless.kernel import call_code
 
-    warm = kernel_call("warm_up", task.choice.name, module="nbrefine.ipython.repairs")
+    warm = call_code("warm_up", task.choice.name)
     emit("spare", {"pid": spares.prepare(kernel_name, Path(task.next_folder), warm)})
 
 
@@ -216,17 +197,6 @@ def _add_cell_metadata(report: dict[str, Any], notebook: NotebookNode, run: RunR
         meta = notebook.cells[cell.index].metadata.get("nbgrader")
         if isinstance(meta, dict) and meta.get("grade_id"):
             data["nbgrader"] = {k: meta.get(k) for k in ("grade_id", "grade", "solution", "points")}
-
-
-def _usage(kernel: Any) -> dict[str, Any] | None:
-    """What this notebook's kernel spent on model replies (one kernel per notebook)."""
-    from .._errors import KernelDiedError as KernelDied
-
-    try:
-        value = kernel.value(_USAGE_EXPR, 0)
-    except (KernelDied, RuntimeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def warm_up() -> float:

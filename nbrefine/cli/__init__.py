@@ -4,7 +4,7 @@
   dispatch, one-line errors, exit statuses;
 - :mod:`.fix`: ``nbrefine fix`` (one notebook through :mod:`nbrefine.headless`, several through
   :mod:`nbrefine.batch`);
-- :mod:`.bench`: ``nbrefine bench``; :mod:`.bench_kernel`: its part that runs in the kernel;
+- :mod:`.bench`: ``nbrefine bench`` (what it runs in the kernel is in ``nbrefine.ipython.kernel_api``);
 - :mod:`._argparse`: the strict parser, and flags made from the ``Refine`` traits.
 
 The top layer, beside the IPython side: cli > batch > reports > headless > engine. It talks to a

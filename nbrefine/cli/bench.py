@@ -4,8 +4,9 @@ CORPUS is a QuixBugs-format JSONL file (``name``, ``buggy_program``, ``tests``),
 HumanEvalFix-format one (``prompt``, ``buggy_solution``, ``test``, ``entry_point``), or a folder
 of notebooks (every code cell that fails is a case; the cells before it run first, for state).
 Each case runs as a ``%%refine --max-attempts N`` cell in one kernel (a fresh namespace per case);
-the fix is never accepted. The figures and their rendering are :mod:`nbrefine.reports.bench`; the
-part that runs in the kernel is :mod:`.bench_kernel`.
+the fix is never accepted. The figures and their rendering are :mod:`nbrefine.reports.bench`; what
+runs in the kernel is the in-kernel API's ``bench_prepare`` and ``bench_disarm``
+(``nbrefine.ipython.kernel_api``, called by name through the driver).
 
 May import: :mod:`nbrefine.reports`, :mod:`nbrefine.headless`, the providers (their names),
 :mod:`nbrefine._errors`, :mod:`nbrefine.grounding.text`, :mod:`nbrefine.engine.config` and traitlets (a
@@ -25,13 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._errors import BadInputError, KernelDiedError
+from .._errors import BadInputError, KernelCallError, KernelDiedError
 from ..grounding.text import clip
 from ..headless import KernelDriver, SessionJSON, check_kernel, open_kernel, read_notebook
 from ..headless.fixer import offline_model
-from ..headless.kernel import kernel_call
 from ..headless.notebook import first_line, nbf
-from ..headless.settings import cell_options, config_lines
+from ..headless.settings import cell_options, config_values
 from ..reports.bench import CaseResult, report_json, report_text, summarize, write_plot
 from ..reports.files import check_writable, write_atomic
 from ._argparse import add_trait_flags
@@ -39,7 +39,6 @@ from ._argparse import add_trait_flags
 __all__ = ["BenchOptions", "add_parser", "bench", "load_corpus", "options", "run"]
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
-_IN_KERNEL = "nbrefine.cli.bench_kernel"
 
 DESCRIPTION = """\
 Run every case of CORPUS through the %%refine loop in a real kernel and report how often it
@@ -251,10 +250,10 @@ class Bench:
             self.scripted = replies
         self.offline_model = offline_model()
 
-    def setup_code(self) -> str:
+    def setup_config(self) -> dict[str, Any]:
+        """The traits the in-kernel ``setup_run`` sets (as ``%config`` would)."""
         values = self.opts.trait_values()
-        config = config_lines({k: values[k] for k in ("provider", "model", "quick_fixes")})
-        return "\n".join(["%load_ext nbrefine", "%config Refine.display = 'text'", *config])
+        return config_values({k: values[k] for k in ("provider", "model", "quick_fixes")})
 
     def _prepare(self, kernel: KernelDriver, reset: bool) -> None:
         scripted_path = ""
@@ -262,12 +261,10 @@ class Bench:
             file = Path(self.scratch.name) / f"replies-{time.monotonic_ns()}.json"
             file.write_text(json.dumps(self.scripted))
             scripted_path = str(file)
-        code = kernel_call("prepare", self.opts.timeout, scripted_path, module=_IN_KERNEL)
-        if reset:
-            code = "%reset -f\n" + code
-        run = kernel.run(code, 0, store_history=False)
-        if not run.ok:
-            raise BadInputError(f"the kernel cannot prepare a case: {run.ename}: {run.evalue}")
+        try:
+            kernel.call("bench_prepare", self.opts.timeout, scripted_path, reset)
+        except KernelCallError as err:
+            raise BadInputError(f"the kernel cannot prepare a case: {err}") from None
 
     def _consume(self, result: CaseResult) -> None:
         """The scripted replies this case used are gone for the next one (one list per run)."""
@@ -300,7 +297,7 @@ class Bench:
             else:
                 take_session(result, session)
                 self._consume(result)
-        kernel.run(kernel_call("disarm", module=_IN_KERNEL), 0, store_history=False)
+        kernel.call("bench_disarm")
         result.duration_s = time.perf_counter() - started
         return result
 
@@ -309,9 +306,10 @@ class Bench:
         folder = self.opts.corpus.resolve() if corpus.kind == "notebooks" else Path(self.scratch.name)
         scratch_nb = nbf().v4.new_notebook(cells=[nbf().v4.new_code_cell("")])
         with open_kernel(scratch_nb, self.opts.kernel, folder, 60) as kernel:
-            setup = kernel.run(self.setup_code(), 0, store_history=False)
-            if not setup.ok:
-                raise BadInputError(f"the kernel cannot load nbrefine: {setup.ename}: {setup.evalue}")
+            try:
+                kernel.call("setup_run", self.setup_config(), None, None, True)
+            except KernelCallError as err:
+                raise BadInputError(f"the kernel cannot load nbrefine: {err}") from None
             if corpus.kind == "notebooks":
                 self._run_notebooks(kernel, corpus, results)
             else:

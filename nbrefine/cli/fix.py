@@ -1,6 +1,6 @@
 """``nbrefine fix``: the command line of the headless repair, for one notebook or many.
 
-One notebook file: :func:`fix` runs a :class:`~nbrefine.headless.Fixer` over it, writes the
+One notebook file: :func:`fix` runs it (:func:`~nbrefine.headless.run_notebook`), writes the
 repaired notebook and the ``--report``, and prints the summary. Several notebooks, a folder, a glob,
 or any batch option: :func:`batch_options` hands the run to :mod:`nbrefine.batch`. This module only
 turns the command line into options and the outcome into files and an exit status.
@@ -17,7 +17,6 @@ import glob
 import math
 import os
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +25,13 @@ from .._version import __version__
 from ..headless import (
     EXIT_FAILING,
     EXIT_OK,
-    Fixer,
     FixOptions,
     check_kernel,
     choose_provider,
+    kernel_name_of,
     notebook_text,
-    open_kernel,
     read_notebook,
+    run_notebook,
 )
 from ..headless.settings import check_values
 from ..reports.files import check_writable, write_atomic
@@ -292,20 +291,15 @@ def fix(opts: FixOptions) -> int:
     """Repair one notebook; write it and its report; print the summary. The exit status."""
     notebook = read_notebook(opts.notebook)
     _check_outputs(opts)
-    kernel_name = opts.kernel or notebook.metadata.get("kernelspec", {}).get("name") or "python3"
-    check_kernel(kernel_name)
+    check_kernel(kernel_name_of(opts, notebook))
     choice = choose_provider(opts)
-    fixer = Fixer(opts, choice, notebook)
-    fixer.check_teaching()
-    results = fixer.plan()
 
-    _progress(f"nbrefine {__version__}: fixing {opts.notebook} in kernel {kernel_name!r}")
-    _progress(choice.describe())
+    def starting(kernel_name: str) -> None:
+        _progress(f"nbrefine {__version__}: fixing {opts.notebook} in kernel {kernel_name!r}")
+        _progress(choice.describe())
+
     folder = opts.notebook.resolve().parent
-    started = time.perf_counter()
-    with open_kernel(notebook, kernel_name, folder, opts.cell_timeout) as kernel:
-        run = fixer.run(kernel, results)
-    run.duration_s = time.perf_counter() - started  # with the kernel's start and shutdown
+    run = run_notebook(opts, choice, notebook, folder, on_start=starting).run
 
     code = EXIT_OK if run.all_pass else EXIT_FAILING
     problems: list[str] = []

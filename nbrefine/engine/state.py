@@ -119,7 +119,7 @@ def kernel_ledger() -> HintLedger:
 
 def install_notebook_policy(meta: Mapping[str, Any], gate: PolicyGate | None = None) -> TeachingPolicy:
     """Set the policy of a notebook's ``metadata["nbrefine"]`` object on the kernel's gate (run in
-    the kernel, e.g. through :func:`~nbrefine.engine.teaching.notebook_policy_code`).
+    the kernel, e.g. with what :func:`~nbrefine.engine.teaching.notebook_policy` gives).
     ``ValueError`` / :class:`~nbrefine.engine.teaching.PolicyLockedError`."""
     return (gate or kernel_gate()).install(meta)
 

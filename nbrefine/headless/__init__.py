@@ -5,7 +5,9 @@
 - :mod:`.session_json`: a session as JSON (:class:`SessionJSON`), computed in the kernel;
 - :mod:`.settings`: the ONE table of the ``Refine`` traits a command line sets in its kernel;
 - :mod:`.notebook`: reading, validating and writing notebook files;
-- :mod:`.fixer`: the repair of one notebook (:class:`Fixer`), with its results.
+- :mod:`.fixer`: the repair of one notebook (:class:`Fixer`), with its results;
+- :mod:`.notebook_run`: :func:`run_notebook`, one notebook's whole run (``nbrefine fix`` and each
+  job of a batch).
 
 ``nbrefine fix`` (``nbrefine.cli``), each job of a batch (``nbrefine.batch``) and ``nbrefine bench``
 run on these. The layers: cli > batch > reports > headless > engine.
@@ -31,6 +33,7 @@ from .fixer import (
 )
 from .kernel import TIMEOUT_ENAME, Execution, KernelDriver, SpareKernels, check_kernel, open_kernel
 from .notebook import notebook_text, parse_notebook, read_notebook
+from .notebook_run import NotebookRun, kernel_name_of, run_notebook
 from .session_json import AttemptJSON, FailureJSON, SessionJSON, TeachingJSON
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "FixOptions",
     "Fixer",
     "KernelDriver",
+    "NotebookRun",
     "ProviderChoice",
     "RunResult",
     "SessionJSON",
@@ -53,8 +57,10 @@ __all__ = [
     "TeachingJSON",
     "check_kernel",
     "choose_provider",
+    "kernel_name_of",
     "notebook_text",
     "open_kernel",
     "parse_notebook",
     "read_notebook",
+    "run_notebook",
 ]

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import BadInputError, KernelDiedError
+from .._errors import BadInputError, KernelCallError, KernelDiedError
 from .._version import __version__
 from ..grounding.text import clip
-from .kernel import TIMEOUT_ENAME, Execution, KernelDriver, kernel_call
+from .kernel import TIMEOUT_ENAME, Execution, KernelDriver
 from .notebook import coalesce, first_line, nbf, until_first_error
 from .session_json import AttemptJSON, PlanJSON, SessionJSON, TeachingJSON
-from .settings import cell_options, config_lines
+from .settings import cell_options, config_values
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -283,20 +283,17 @@ class Fixer:
         except (PolicyLockedError, ValueError) as err:
             raise BadInputError(f"--mode/--max-hints: {err}") from None
 
-    def setup_code(self) -> str:
-        from ..engine import notebook_policy_code
+    def setup_args(self) -> tuple[dict[str, Any], dict[str, Any] | None, str | None, bool]:
+        """The arguments of the in-kernel ``setup_run``: the ``%config`` traits, the notebook's
+        policy (an instructor's, if any), the batch's gate spec, and sessions published by the
+        cells that make them."""
+        from ..engine import notebook_policy
 
-        lines = ["%load_ext nbrefine", "%config Refine.display = 'text'"]
-        lines += config_lines(self.opts.trait_values())
         try:
-            policy = notebook_policy_code(self.notebook.metadata)  # an instructor's policy, if any
+            policy = notebook_policy(self.notebook.metadata)  # an instructor's policy, if any
         except ValueError as err:
             raise BadInputError(f"the notebook's nbrefine policy is not valid: {err}") from None
-        if policy:
-            lines.append(policy)
-        if self.gate is not None:
-            lines.append(f"__import__('nbrefine.batch.gate', fromlist=['_']).install({self.gate!r})")
-        return "\n".join(lines)
+        return config_values(self.opts.trait_values()), policy, self.gate, True
 
     def plan(self) -> list[CellResult]:
         results = []
@@ -320,10 +317,12 @@ class Fixer:
 
     def run(self, kernel: KernelDriver, results: list[CellResult]) -> RunResult:
         started = time.perf_counter()
-        setup = kernel.run(self.setup_code(), 0, store_history=False)
+        args = self.setup_args()
+        try:
+            kernel.call("setup_run", *args)
+        except KernelCallError as err:
+            raise BadInputError(f"the kernel cannot load nbrefine: {err}") from None
         self.setup_s = time.perf_counter() - started
-        if not setup.ok:
-            raise BadInputError(f"the kernel cannot load nbrefine: {setup.ename}: {setup.evalue}")
         todo = [r for r in results if r.status == "not_run"]
         run = RunResult(results)
         self.results = results
@@ -472,7 +471,7 @@ class Fixer:
             for c in self.notebook.cells
             if c.cell_type == "code" and c.get("id")
         ]
-        kernel.run(kernel_call("tell_notebook", _plain_json(cells)), 0, store_history=False)
+        kernel.call("tell_notebook", _plain_json(cells))
 
     def _index_of(self, cell_id: str | None) -> int | None:
         return next(
@@ -511,8 +510,11 @@ class Fixer:
         if any(self._index_of(cell_id) is None for cell_id in ids):
             result.reason = "not applied: the fix is for a cell nbrefine cannot find in the notebook"
             return
-        kernel.run(kernel_call("accept_plan", run.request_id), result.index, store_history=False)
-        after = kernel.session(run, result.index)
+        try:
+            after = kernel.call("accept_plan", run.request_id, index=result.index)
+        except KernelCallError as err:
+            result.reason = f"not applied: {err}"
+            return
         if after is None or after["decision"] == "pending":
             refused = after["accept_refused"] if after is not None else ""
             result.reason = f"not applied: {refused or 'Accept refused it'}"
@@ -582,8 +584,12 @@ class Fixer:
         """Accept the verified fix in the kernel (it runs for real) and write it into the cell."""
         from ..engine import fix_provenance
 
-        accepted = kernel.run(kernel_call("accept", run.request_id), result.index, store_history=False)
-        after = kernel.session(run, result.index)
+        try:
+            accepted, after = kernel.run_call("accept", run.request_id, index=result.index)
+        except KernelCallError as err:
+            cell.outputs = coalesce(run.outputs if as_is else until_first_error(run.outputs))
+            result.reason = f"not applied: {err}"
+            return
         if after is not None and after["decision"] == "pending":  # Accept ran nothing: see accept()
             cell.outputs = coalesce(run.outputs if as_is else until_first_error(run.outputs))
             result.reason = f"not applied: {after['accept_refused'] or 'Accept refused it'}"

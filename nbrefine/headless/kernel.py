@@ -2,10 +2,11 @@
 
 ``nbrefine fix`` (one notebook or a batch job) and ``nbrefine bench`` start their kernel with
 :func:`open_kernel` and talk to it only through the :class:`KernelDriver` it yields: run a scratch
-cell at a notebook position (:meth:`KernelDriver.run`), read a JSON value back
-(:meth:`KernelDriver.value`), read the session a ``%%refine`` cell made
-(:meth:`KernelDriver.session`). Nothing here imports IPython: whatever must happen in the kernel is
-sent there as code that imports a module of nbrefine (see :mod:`.session_json`).
+cell at a notebook position (:meth:`KernelDriver.run`), call a function of the in-kernel API by
+name with JSON arguments and read its JSON result back (:meth:`KernelDriver.call`), read the
+session a ``%%refine`` cell made (:meth:`KernelDriver.session`). Nothing here imports IPython:
+whatever must happen in the kernel is a function of ``nbrefine.ipython.kernel_api``, named here as
+a string (:func:`call_code`).
 
 May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's :mod:`.notebook`,
 the standard library, nbclient, nbformat, jupyter_client and jupyter_core.
@@ -22,11 +23,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from .._errors import BadInputError, KernelDiedError
+from .._errors import BadInputError, KernelCallError, KernelDiedError
 from ..grounding.text import clip
 from .notebook import first_line, nbf
 
@@ -36,11 +37,13 @@ if TYPE_CHECKING:
     from .session_json import SessionJSON
 
 __all__ = [
+    "KERNEL_API",
     "TIMEOUT_ENAME",
     "Execution",
     "KernelDriver",
     "SpareKernels",
     "StartedKernel",
+    "call_code",
     "check_kernel",
     "open_kernel",
     "shutdown",
@@ -49,16 +52,20 @@ __all__ = [
 
 #: The error name of a cell stopped by the cell timeout (nbclient's ``error_on_timeout``).
 TIMEOUT_ENAME = "CellTimeoutError"
-_MARK = "@@nbrefine-value@@ "
+#: The in-kernel API (imported there by name only: this side never imports IPython).
+KERNEL_API = "nbrefine.ipython.kernel_api"
+#: The MIME type of what the in-kernel API publishes: a call's result, a cell's session.
+_API_MIME = "application/vnd.nbrefine.kernel-api+json"
 
 
 @dataclass
 class Execution:
     """One scratch cell's run: its outputs and its execute reply."""
 
-    outputs: list[Any]
+    outputs: list[Any]  # without what the in-kernel API published (in ``published``)
     reply: dict[str, Any]
     request_id: str = ""  # the execute request's msg_id: how the cell's session is found
+    published: list[dict[str, Any]] = field(default_factory=list)  # the in-kernel API's payloads
 
     @property
     def ok(self) -> bool:
@@ -92,6 +99,7 @@ class KernelDriver:
         self.log = log
         self.reply: dict[str, Any] = {}
         self.request_id = ""
+        self.requests = 0  # execute requests sent through :meth:`run`
         client.on_cell_executed = self._on_executed
 
     def _on_executed(self, cell: Any, cell_index: int, execute_reply: dict[str, Any] | None) -> None:
@@ -133,35 +141,58 @@ class KernelDriver:
         finally:
             if cell is not None:
                 notebook.cells[index] = cell  # execute_cell puts the scratch cell in its place
-        return Execution(list(scratch.outputs), self.reply, self.request_id)
+        outputs, published = [], []
+        for output in scratch.outputs:
+            data = output.get("data") or {}
+            if _API_MIME in data and isinstance(data[_API_MIME], dict):
+                published.append(dict(data[_API_MIME]))
+            else:
+                outputs.append(output)
+        self.requests += 1
+        return Execution(outputs, self.reply, self.request_id, published)
 
-    def value(self, expr: str, index: int) -> Any:
-        """The JSON value of ``expr`` evaluated in the kernel (binds no user name)."""
-        code = f"__import__('builtins').print({_MARK!r} + __import__('json').dumps({expr}, default=str))"
-        run = self.run(code, index, store_history=False)
-        for line in run.stdout().splitlines():
-            if line.startswith(_MARK):
-                return json.loads(line[len(_MARK) :])
-        raise RuntimeError(f"no value from the kernel: {run.ename}: {run.evalue}")
+    def run_call(self, name: str, *args: Any, index: int = 0) -> tuple[Execution, Any]:
+        """Call ``name(*args)`` of the in-kernel API at notebook position ``index``, in one execute
+        request: the run (its other outputs: what the call printed or ran) and the call's JSON
+        result. :class:`KernelCallError` (one line) when the call fails in the kernel."""
+        run = self.run(call_code(name, *args), index, store_history=False)
+        if not run.ok:
+            if run.ename == "KernelCallError":
+                raise KernelCallError(first_line(run.evalue))
+            detail = first_line(run.evalue)
+            raise KernelCallError(f"{name}: {run.ename}: {detail}" if detail else f"{name}: {run.ename}")
+        result = next((p for p in run.published if p.get("kind") == "result"), None)
+        if result is None:
+            raise KernelCallError(f"{name}: the kernel gave no result")
+        return run, result.get("value")
+
+    def call(self, name: str, *args: Any, index: int = 0) -> Any:
+        """The JSON result of ``name(*args)`` of the in-kernel API (see :meth:`run_call`)."""
+        return self.run_call(name, *args, index=index)[1]
 
     def session(self, run: Execution, index: int) -> SessionJSON | None:
         """The session the ``%%refine`` cell of ``run`` made, as JSON, or None. It is found by the
         request that ran the cell, never by its source text (see
-        :func:`nbrefine.engine.session.session_for_request`)."""
+        :func:`nbrefine.engine.session.session_for_request`): published by the cell's own run when
+        the run was set up so (``setup_run(..., sessions=True)``), else asked for."""
         if not run.request_id:
             return None
+        for payload in reversed(run.published):  # the last: a cell's body runs inside it, too
+            if payload.get("kind") == "session" and payload.get("request") == run.request_id:
+                value = payload.get("value")
+                return cast("SessionJSON", value) if isinstance(value, dict) else None
         try:
-            found = self.value(kernel_call("session_json_for", run.request_id), index)
-        except (RuntimeError, ValueError):
+            found = self.call("session", run.request_id, index=index)
+        except KernelCallError:
             return None
         return cast("SessionJSON", found) if isinstance(found, dict) else None
 
 
-def kernel_call(function: str, *args: Any, module: str = "nbrefine.headless.session_json") -> str:
-    """An expression that calls ``module.function(*args)`` in the kernel, binding no user name
-    (``args`` are given as literals)."""
-    arguments = ", ".join(repr(a) for a in args)
-    return f"__import__({module!r}, fromlist=['_']).{function}({arguments})"
+def call_code(name: str, *args: Any) -> str:
+    """The one line of Python that calls ``name(*args)`` of the in-kernel API (``args``: JSON
+    values), binding no user name: ``KERNEL_API.call('{"name": ..., "args": [...]}')``."""
+    request = json.dumps({"name": name, "args": list(args)})
+    return f"__import__({json.dumps(KERNEL_API)}, fromlist=['_']).call({json.dumps(request)})"
 
 
 @contextlib.contextmanager

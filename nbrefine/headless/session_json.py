@@ -1,18 +1,15 @@
 """A ``%%refine`` session as JSON: the one view of a session that leaves its kernel.
 
 A headless run (``nbrefine fix``, a batch job, ``nbrefine bench``) reads the session a cell made
-through :class:`~nbrefine.headless.kernel.KernelDriver`, which evaluates
-:func:`session_json_for` in the kernel; :class:`SessionJSON` is the shape both sides agree on.
-:func:`accept` is the headless Accept. The functions run in the kernel (they import the session
-module there, lazily); the host imports only the TypedDicts.
+through :class:`~nbrefine.headless.kernel.KernelDriver`; in the kernel, the in-kernel API
+(``nbrefine.ipython.kernel_api``) computes it with :func:`session_json`. :class:`SessionJSON` is the
+shape both sides agree on; the host imports only the TypedDicts.
 
-May import: the engine and :mod:`nbrefine.grounding` (in the kernel, inside the functions) and the
-standard library.
+May import: the engine (for annotations only) and the standard library.
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:
@@ -27,10 +24,7 @@ __all__ = [
     "PlanJSON",
     "SessionJSON",
     "TeachingJSON",
-    "accept",
-    "accept_plan",
     "session_json",
-    "tell_notebook",
 ]
 
 
@@ -185,57 +179,3 @@ def _teaching(t: TeachingResult) -> TeachingJSON:
         "withheld": t.withheld,
         "model": t.model,
     }
-
-
-def session_json_for(request_id: str) -> SessionJSON | None:
-    """In the kernel: the JSON of the session that the ``%%refine`` cell run by the execute request
-    ``request_id`` made (None if none). Found by the request, never by the cell's source text."""
-    from ..engine import session_for_request
-
-    s = session_for_request(request_id)
-    return None if s is None else session_json(s)
-
-
-def accept(request_id: str) -> None:
-    """In the kernel: accept the fix of the session made by ``request_id``, as ``%refine accept``
-    does, printing nothing of its own. A fix that is not verified on the live state stays
-    pending: it is never applied without a person's second choice."""
-    from ..engine import UnverifiedFixError, session_for_request
-
-    s = session_for_request(request_id)
-    if s is None:
-        return
-    with contextlib.suppress(UnverifiedFixError):
-        s.accept()
-
-
-def accept_plan(request_id: str) -> None:
-    """In the kernel: accept a fix that spans cells, as :func:`accept` does, but run nothing:
-    ``nbrefine fix`` writes the cells and runs them itself, in the plan's order, so that each cell
-    gets its own outputs (the panel's extension does the same)."""
-    from ..engine import UnverifiedFixError, session_for_request
-
-    s = session_for_request(request_id)
-    if s is None:
-        return
-    with contextlib.suppress(UnverifiedFixError):
-        s.accept(elsewhere=True)
-
-
-def tell_notebook(cells: list[dict[str, Any]]) -> None:
-    """In the kernel: the notebook's code cells in order (``{"id", "source", "metadata"}``), from the
-    driver that runs it, for finding where a failure is caused (a cell below, a cell locked)."""
-    from ..engine.state import current
-    from ..grounding.cellfacts import readonly_reason
-    from ..grounding.history import NotebookCell
-
-    current().notebook = tuple(
-        NotebookCell(
-            cell_id=str(cell["id"]),
-            source=str(cell["source"]),
-            readonly=readonly_reason(cell.get("metadata") or {}),
-            solution=bool((cell.get("metadata") or {}).get("nbgrader", {}).get("solution")),
-        )
-        for cell in cells
-        if cell.get("id")
-    )

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from .._errors import BadInputError
 
-__all__ = ["TRAIT_FLAGS", "TraitFlag", "cell_options", "check_values", "config_lines", "trait_flag"]
+__all__ = ["TRAIT_FLAGS", "TraitFlag", "cell_options", "check_values", "config_values", "trait_flag"]
 
 Where = Literal["config", "cell", "both"]
 
@@ -70,13 +70,14 @@ def check_values(values: Mapping[str, Any]) -> None:
                 raise BadInputError(str(err)) from None
 
 
-def config_lines(values: Mapping[str, Any]) -> list[str]:
-    """The ``%config`` lines that set the given traits (``values``: trait name to value)."""
-    return [
-        f"%config Refine.{t.trait} = {values[t.trait]!r}"
+def config_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The traits of ``values`` (trait name to value) set once at set-up, as ``%config
+    Refine.<trait> = <value>`` does (the in-kernel ``setup_run`` sets them so)."""
+    return {
+        t.trait: values[t.trait]
         for t in TRAIT_FLAGS
         if t.where != "cell" and t.trait in values and t.given(values[t.trait])
-    ]
+    }
 
 
 def cell_options(values: Mapping[str, Any]) -> str:

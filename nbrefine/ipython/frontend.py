@@ -2,10 +2,10 @@
 notebook's teaching policy.
 
 When a notebook whose metadata has an ``nbrefine`` object opens in JupyterLab (or Notebook 7), and
-again after each kernel restart or change, the extension executes one line in the kernel,
-silently (no output, no execution count, no history)::
+again after each kernel restart or change, the extension calls ``open_notebook`` of the in-kernel
+API (:mod:`.kernel_api`), silently (no output, no execution count, no history)::
 
-    __import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook('<JSON>', get_ipython())
+    __import__("nbrefine.ipython.kernel_api", fromlist=["_"]).call('{"name": "open_notebook", ...}')
 
 so a student who opens a locked exercise sheet has its policy before running anything, exactly as
 if the setup cell had run (``%load_ext nbrefine`` + ``%refine policy ...`` + ``%refine auto offer``).

@@ -28,6 +28,7 @@ __all__ = [
     "make_provider",
     "register_provider",
     "resolve_provider_name",
+    "wrap_provider_factories",
 ]
 
 
@@ -102,6 +103,19 @@ def register_provider(name: str, factory: ProviderFactory) -> None:
 
 def available_providers() -> list[str]:
     return sorted({*_FACTORIES, *_discovered()})
+
+
+def wrap_provider_factories(wrap: Callable[[str, ProviderFactory], ProviderFactory | None]) -> None:
+    """Replace the factory of every available provider (registered or found by entry point) by
+    ``wrap(name, factory)``; where it returns None, the factory stays as it is. A batch job's
+    kernel puts its providers behind the batch's request gate so."""
+    for name in available_providers():
+        factory = _FACTORIES.get(name) or _discovered().get(name)
+        if factory is None:
+            continue
+        wrapped = wrap(name, factory)
+        if wrapped is not None:
+            register_provider(name, wrapped)
 
 
 def resolve_provider_name(name: str, environ: Mapping[str, str]) -> tuple[str, str]:

@@ -181,6 +181,20 @@ def test_install_gates_the_model_providers_not_the_offline_tier(tmp_path: Path, 
     assert not isinstance(make_provider("offline", ProviderSettings()), GatedProvider)
 
 
+def test_wrap_provider_factories_wraps_each_available_factory_where_asked(registry: None) -> None:
+    seen: list[str] = []
+    offline = make_provider("offline", ProviderSettings())
+
+    def wrap(name: str, factory: Any) -> Any:
+        seen.append(name)
+        return (lambda settings: offline) if name == "anthropic" else None
+
+    providers.wrap_provider_factories(wrap)
+    assert seen == providers.available_providers() and "openai" in seen
+    assert make_provider("anthropic", ProviderSettings()) is offline  # wrapped
+    assert make_provider("openai", ProviderSettings(model="m")) is not offline  # None: left as it was
+
+
 def test_a_429_pauses_every_job_then_the_request_is_retried(
     tmp_path: Path, registry: None, fake: TimedFake
 ) -> None:

@@ -150,19 +150,22 @@ def test_a_batch_leaves_no_kernel_and_uses_its_spares(tmp_path: Path, capsys: An
 
 def test_the_kernel_started_ahead_imported_the_engine_and_holds_nothing_else(tmp_path: Path) -> None:
     from nbrefine.headless import open_kernel
-    from nbrefine.headless.kernel import kernel_call
+    from nbrefine.headless.kernel import call_code
 
     nb = new_notebook(cells=[new_code_cell("x = 1")])
-    warm = kernel_call("warm_up", "offline", module="nbrefine.ipython.repairs")
+    warm = call_code("warm_up", "offline")
     with SpareKernels() as spares:
         spares.prepare("python3", tmp_path, warm)
         with open_kernel(nb, "python3", tmp_path, 60, spares=spares) as kernel:
-            seen = kernel.value(
-                "{'loaded': [m in __import__('sys').modules for m in ('nbrefine.ipython.repairs',"
+            ran = kernel.run(
+                "print(__import__('json').dumps({'loaded': [m in __import__('sys').modules for m in"
+                " ('nbrefine.ipython.repairs',"
                 " 'nbrefine.providers.offline', 'detect_secrets')],"
                 " 'names': sorted(n for n in get_ipython().user_ns if not n.startswith('_')"
                 " and n not in get_ipython().user_ns_hidden),"
-                " 'count': get_ipython().execution_count, 'cwd': __import__('os').getcwd()}",
+                " 'count': get_ipython().execution_count, 'cwd': __import__('os').getcwd()}))",
                 0,
+                store_history=False,
             )
+            seen = json.loads(ran.stdout())
     assert seen == {"loaded": [True, True, True], "names": [], "count": 1, "cwd": str(tmp_path)}

@@ -727,13 +727,13 @@ def test_notebook_metadata_policy_installs_in_a_kernel_gate():
     from nbrefine.engine.state import reset
 
     metadata = {"nbrefine": {"mode": "hint", "max_hints": 3, "allow_solution": False, "lock": True}}
-    code = teaching.notebook_policy_code(metadata)
-    assert code is not None and "\n" not in code and teaching.notebook_policy_code({}) is None
+    policy = teaching.notebook_policy(metadata)
+    assert policy == json.loads(json.dumps(metadata["nbrefine"])) and teaching.notebook_policy({}) is None
     with pytest.raises(ValueError, match="unknown key"):
-        teaching.notebook_policy_code({"nbrefine": {"mood": "hint"}})
+        teaching.notebook_policy({"nbrefine": {"mood": "hint"}})
     reset()
     try:
-        exec(code, {})
+        teaching.install_notebook_policy(policy)
         assert teaching.kernel_gate().policy == TeachingPolicy("hint", 3, locked=True)
         assert teaching.kernel_gate().policy.source == "notebook metadata"
         with pytest.raises(PolicyLockedError):

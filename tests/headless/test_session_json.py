@@ -16,7 +16,7 @@ from nbrefine.cli.main import build_parser
 from nbrefine.engine import FixProvenance, fix_provenance, read_provenance
 from nbrefine.engine.config import Refine
 from nbrefine.headless.session_json import AttemptJSON, SessionJSON, TeachingJSON, session_json
-from nbrefine.headless.settings import TRAIT_FLAGS, cell_options, check_values, config_lines
+from nbrefine.headless.settings import TRAIT_FLAGS, cell_options, check_values, config_values
 from nbrefine.providers.scripted import ScriptedProvider
 
 
@@ -78,14 +78,10 @@ def test_a_flag_reaches_the_kernel_as_its_trait() -> None:
     args = vars(
         parser.parse_args(["--max-attempts", "5", "--no-quick-fixes", "--mode", "hint", "--model", "m x"])
     )
-    assert config_lines(args) == [
-        "%config Refine.model = 'm x'",
-        "%config Refine.max_attempts = 5",
-        "%config Refine.quick_fixes = False",
-    ]
+    assert config_values(args) == {"model": "m x", "max_attempts": 5, "quick_fixes": False}
     assert cell_options(args) == " --model 'm x' --max-attempts 5 --mode hint"
     absent = vars(parser.parse_args([]))
-    assert config_lines(absent) == [] and cell_options(absent) == ""
+    assert config_values(absent) == {} and cell_options(absent) == ""
 
 
 @pytest.mark.parametrize(

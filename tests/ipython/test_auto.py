@@ -6,6 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import nbrefine
+from nbrefine._errors import KernelCallError
 from nbrefine.providers.scripted import ScriptedProvider
 
 
@@ -224,8 +225,9 @@ def frontend_line(meta: object) -> str:
     """The line the JupyterLab extension executes silently when a notebook with metadata opens."""
     import json
 
-    text = json.dumps(json.dumps(meta))  # a JSON string literal is a Python one (what the extension sends)
-    return f'__import__("nbrefine.ipython.frontend", fromlist=["_"]).open_notebook({text}, get_ipython())'
+    # a JSON string literal is a Python one (what the extension sends: kernelCall in index.ts)
+    text = json.dumps(json.dumps({"name": "open_notebook", "args": [meta]}))
+    return f'__import__("nbrefine.ipython.kernel_api", fromlist=["_"]).call({text})'
 
 
 def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_runs(shell, capsys):
@@ -251,7 +253,9 @@ def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_
     assert capsys.readouterr().out == ""
     # After a restart the extension sends the line again; a bad object is one line, nothing applied.
     bad = shell.run_cell(frontend_line({"mode": "hint", "max_hint": 2}), store_history=False, silent=True)
-    assert isinstance(bad.error_in_exec, ValueError) and "unknown key 'max_hint'" in str(bad.error_in_exec)
+    assert isinstance(bad.error_in_exec, KernelCallError)
+    assert "unknown key 'max_hint'" in str(bad.error_in_exec)
+    assert str(bad.error_in_exec).startswith("open_notebook: ValueError: nbrefine metadata: ")
     assert kernel_gate().policy == TeachingPolicy("hint", 2, locked=True)
 
 

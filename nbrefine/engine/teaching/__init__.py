@@ -31,7 +31,7 @@ from .hints import HintLedger, TeachingStep, next_step
 from .policy import (
     PolicyGate,
     TeachingPolicy,
-    notebook_policy_code,
+    notebook_policy,
     parse_policy_args,
     policy_from_notebook,
 )
@@ -55,7 +55,7 @@ __all__ = [
     "TeachingStep",
     "guard_reply",
     "next_step",
-    "notebook_policy_code",
+    "notebook_policy",
     "parse_policy_args",
     "policy_from_notebook",
     "reads_whole",

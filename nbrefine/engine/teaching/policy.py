@@ -216,19 +216,17 @@ def policy_from_notebook(metadata: Mapping[str, Any]) -> TeachingPolicy | None:
     return TeachingPolicy.from_metadata(meta, source="notebook metadata")
 
 
-def notebook_policy_code(metadata: Mapping[str, Any]) -> str | None:
-    """One line of Python that installs the policy of a notebook's metadata in a kernel (for the
-    CLI's set-up code, or a front end executing it silently); ``None`` without an ``nbrefine``
-    object. The metadata is validated here first, so a bad value fails before any kernel starts."""
+def notebook_policy(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The policy object of a notebook's metadata (``metadata["nbrefine"]``) as plain JSON, for
+    a driver outside the kernel to install there (the in-kernel ``setup_run``); ``None`` without
+    an ``nbrefine`` object. The metadata is validated here first, so a bad value fails before any
+    kernel starts (``ValueError``)."""
     meta = metadata.get("nbrefine")
     if meta is None:
         return None
     TeachingPolicy.from_metadata(meta)
-    text = json.dumps(dict(meta), sort_keys=True)
-    return (
-        "__import__('nbrefine.engine', fromlist=['_']).install_notebook_policy("
-        f"__import__('json').loads({text!r}))"
-    )
+    plain: dict[str, Any] = json.loads(json.dumps(dict(meta), sort_keys=True))
+    return plain
 
 
 def _locked_message(current: TeachingPolicy, what: str) -> str:
@@ -281,7 +279,7 @@ class PolicyGate:
 
     def install(self, meta: Mapping[str, Any]) -> TeachingPolicy:
         """Set the policy of a notebook's ``metadata["nbrefine"]`` object (see
-        :func:`notebook_policy_code`). ``ValueError`` / :class:`PolicyLockedError`."""
+        :func:`notebook_policy`). ``ValueError`` / :class:`PolicyLockedError`."""
         policy = TeachingPolicy.from_metadata(meta, source="notebook metadata")
         self.set(policy)
         return policy
