@@ -49,6 +49,7 @@ class JobSettings:
     quick_fixes: bool = True
     mode: str | None = None
     max_hints: int | None = None
+    early_trials: bool = True
 
     def fix_options(self, notebook: Path) -> FixOptions:
         from ..headless import FixOptions
@@ -68,6 +69,7 @@ class JobSettings:
             quick_fixes=self.quick_fixes,
             mode=self.mode,
             max_hints=self.max_hints,
+            early_trials=self.early_trials,
         )
 
 

@@ -123,7 +123,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="also apply fixes that run but that nothing checks (they change what a cell computes, "
         "a literal or an index, with no assert that pins the result); by default they are reported",
     )
-    add_trait_flags(fix, ("provider", "model", "max_attempts", "timeout"))
+    add_trait_flags(fix, ("provider", "model", "max_attempts", "timeout", "early_trials"))
     fix.add_argument(
         "--cell-timeout",
         type=float,
@@ -252,7 +252,12 @@ def _check_trait(name: str, value: Any, flag: str) -> None:
 def _trait_values(args: argparse.Namespace) -> dict[str, Any]:
     """The Refine traits the command line sets (checked), and the cell timeout."""
     values = {name: getattr(args, name) for name in ("provider", "model", "max_attempts", "timeout")}
-    values.update(quick_fixes=args.quick_fixes is not False, mode=args.mode, max_hints=args.max_hints)
+    values.update(
+        quick_fixes=args.quick_fixes is not False,
+        early_trials=args.early_trials is not False,
+        mode=args.mode,
+        max_hints=args.max_hints,
+    )
     check_values(values)
     if not (args.cell_timeout > 0 and math.isfinite(args.cell_timeout)):
         raise BadInputError("--cell-timeout must be a positive number of seconds")

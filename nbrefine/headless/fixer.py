@@ -30,7 +30,7 @@ from ..grounding.text import clip
 from .kernel import TIMEOUT_ENAME, Execution, KernelDriver
 from .notebook import coalesce, first_line, nbf, until_first_error
 from .session_json import AttemptJSON, PlanJSON, SessionJSON, TeachingJSON
-from .settings import cell_options, config_values
+from .settings import TRAIT_FLAGS, cell_options, config_values
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -70,13 +70,13 @@ class FixOptions:
     quick_fixes: bool
     mode: str | None = None  # teaching mode (the %%refine cell option)
     max_hints: int | None = None
+    early_trials: bool = True  # trials started while a reply still streams (--no-early-trials)
     #: apply fixes that run but that nothing checks (they change what a cell computes): proposals
     apply_proposals: bool = False
 
     def trait_values(self) -> dict[str, Any]:
         """The Refine traits these options set (see :mod:`.settings`)."""
-        names = ("provider", "model", "max_attempts", "timeout", "quick_fixes", "mode", "max_hints")
-        return {name: getattr(self, name) for name in names}
+        return {flag.trait: getattr(self, flag.trait) for flag in TRAIT_FLAGS}
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ TRAIT_FLAGS: tuple[TraitFlag, ...] = (
     TraitFlag("max_attempts", "--max-attempts", "both", "N"),
     TraitFlag("timeout", "--timeout", "both", "S"),
     TraitFlag("quick_fixes", "--no-quick-fixes", "config", negated=True),
+    TraitFlag("early_trials", "--no-early-trials", "config", negated=True),
     TraitFlag("mode", "--mode", "cell"),
     TraitFlag("max_hints", "--max-hints", "cell", "N"),
 )

@@ -671,9 +671,36 @@ def test_help_lists_the_options(capsys: Any) -> None:
         "--cells",
         "--cell-timeout",
         "--no-quick-fixes",
+        "--no-early-trials",
         "exit status",
     ):
         assert option in out
+
+
+READ_SETTING = (
+    "from nbrefine.engine.config import Refine\n"
+    "settings = next(c for c in get_ipython().configurables if isinstance(c, Refine))\n"
+    "print('early_trials =', settings.early_trials)"
+)
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-early-trials"]], ids=["default", "off"])
+def test_no_early_trials_reaches_every_kernel(flags: list[str], tmp_path: Path, capsys: Any) -> None:
+    """``--no-early-trials`` sets ``Refine.early_trials`` in the kernel of one notebook and in
+    every kernel of a batch (the same trait, the same set-up call)."""
+    one = make_notebook(tmp_path / "one.ipynb", READ_SETTING)
+    folder = tmp_path / "many"
+    folder.mkdir()
+    many = [make_notebook(folder / f"nb{i}.ipynb", READ_SETTING) for i in (1, 2)]
+    expected = "early_trials = False" if flags else "early_trials = True"
+
+    assert main(["fix", str(one), "--provider", "offline", *flags]) == 0, capsys.readouterr()
+    assert main(["fix", str(folder), "--provider", "offline", "--jobs", "2", *flags]) == 0, (
+        capsys.readouterr()
+    )
+
+    for nb in (one, *many):
+        assert text_of(code_cells(nb.with_name(nb.stem + ".fixed.ipynb"))[0]).strip() == expected
 
 
 def test_parse_cells() -> None:
