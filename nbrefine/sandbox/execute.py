@@ -1049,12 +1049,25 @@ def _scrub(secret: object) -> None:
 # --------------------------------------------------------------------------- the main thread
 
 
-def _kits(namespace: dict[str, Any], hand: tuple[Any, ...], methods: frozenset[str]) -> tuple[Any, ...]:
-    """The kit :func:`_run` gets (holding those of the functions it calls), made before the candidate
-    runs: the trusted classes as they are now, and everything the trusted part calls."""
-    slot, registered, ack = hand[:3]
+def trusted_kit(namespace: dict[str, Any], methods: frozenset[str] = frozenset()) -> tuple[Any, ...]:
+    """What :func:`_vet` trusts, taken now: the trusted classes with their entries for the names an
+    assert uses (and ``methods``), and the kit that vets against them. Taken before any candidate
+    code runs in this process: a spare trial takes it while it waits for its candidate (see
+    :func:`spare_child`), every other trial just before its candidate runs."""
     trusted, entries, fields = _trusted_classes(namespace, _NAMES | methods)
-    kv = _vet_kit(trusted, entries, fields)
+    return trusted, entries, _vet_kit(trusted, entries, fields), methods
+
+
+def _kits(
+    namespace: dict[str, Any], hand: tuple[Any, ...], methods: frozenset[str], ready: tuple[Any, ...] | None
+) -> tuple[Any, ...]:
+    """The kit :func:`_run` gets (holding those of the functions it calls), made before the candidate
+    runs: the trusted classes as they were before it (``ready``, when it covers ``methods``; else
+    taken now), and everything the trusted part calls."""
+    slot, registered, ack = hand[:3]
+    if ready is None or not methods <= (_NAMES | ready[3]):
+        ready = trusted_kit(namespace, methods)
+    trusted, entries, kv = ready[:3]
     new_loop = asyncio.new_event_loop
 
     def drive(coroutine: Any) -> Any:  # top-level await (its event loop is the candidate's to break)
@@ -1077,11 +1090,17 @@ def _standalone() -> tuple[Any, ...]:
 
 
 def execute_trial(
-    spec: TrialSpec, namespace: dict[str, Any], redactor: Redactor, *, hand: tuple[Any, ...] | None = None
+    spec: TrialSpec,
+    namespace: dict[str, Any],
+    redactor: Redactor,
+    *,
+    hand: tuple[Any, ...] | None = None,
+    ready: tuple[Any, ...] | None = None,
 ) -> TrialOutcome:
     """Run ``spec`` in *this* process (only ever inside a trial child) and say what the main thread
     saw. ``hand``: what :func:`trial_child` shares with the reporter thread, which decides the status
-    the kernel gets; without one, the outcome is what :func:`_run` returned (nothing checks it)."""
+    the kernel gets; without one, the outcome is what :func:`_run` returned (nothing checks it).
+    ``ready``: this process's :func:`trusted_kit`, taken before anything of the candidate ran."""
     started = time.monotonic()
     code, checks, label = spec.code, tuple(spec.checks), spec.label  # as they are before it runs
     filename = f"<{label}>"
@@ -1115,7 +1134,7 @@ def execute_trial(
         failure = capture_failure(err, code=code, label=label, redactor=redactor)
         return finish("failed", 0, 0, failure=failure)
     total = len(plan[0])
-    kr = _kits(namespace, hand, plan[4])
+    kr = _kits(namespace, hand, plan[4], ready)
     sys.settrace(None)  # a debugger's trace function could rewrite the runner's frames
     sys.setprofile(None)
     sys.addaudithook(_guard(taint, notes))
@@ -1283,7 +1302,8 @@ def spare_child(
 ) -> None:
     """A trial made ahead of its candidate (the snapshot process keeps one, where trials are
     hardened): the streams, every layer :func:`trial_child` applies for ``policy`` in the same
-    order, nbrefine hidden and the reporter thread started; only the CPU seconds wait for the
+    order, nbrefine hidden, the reporter thread started and what an assert may trust taken
+    (:func:`trusted_kit`); only the CPU seconds wait for the
     candidate (they depend on its timeout, and must not count the wait). Then it waits for its
     spec on ``spec_fd`` (see :func:`spare_order`) and goes on exactly as :func:`trial_child` does.
     Returns, having run nothing, when the snapshot closes first."""
@@ -1292,10 +1312,11 @@ def spare_child(
     layers = _harden_trial(policy, None, redactor, options, scratch, keep, prepared)
     hidden = _hide_nbrefine()
     hand = _start_reporter(write_fd, options, token, streams)
+    ready = trusted_kit(namespace)  # (~2 ms a trial no longer waits for: nothing has run here yet)
     spec = _spec_for(spec_fd, policy)
     if spec is not None:
         layers = limit_cpu_seconds(spec.policy, spec.timeout_s, layers)
-        _run_reported(spec, namespace, redactor, streams, hand, tuple(layers), hidden)
+        _run_reported(spec, namespace, redactor, streams, hand, tuple(layers), hidden, ready)
 
 
 def spare_order(spec: TrialSpec) -> dict[str, Any]:
@@ -1363,6 +1384,7 @@ def _run_reported(
     hand: _Hand,
     layers: tuple[str, ...],
     hidden: dict[str, Any],
+    ready: tuple[Any, ...] | None = None,
 ) -> None:
     """The candidate, and its report through the reporter thread; ends the process."""
     slot, registered, ack, taint, counts = hand
@@ -1370,7 +1392,9 @@ def _run_reported(
     slot.append(layers)
     message = b""
     try:
-        outcome = execute_trial(spec, namespace, redactor, hand=(slot, registered, ack, taint, []))
+        outcome = execute_trial(
+            spec, namespace, redactor, hand=(slot, registered, ack, taint, []), ready=ready
+        )
         _unhide_nbrefine(hidden)
         message = _message(outcome)
     except BaseException as err:  # the runner broke, or the candidate broke what it uses

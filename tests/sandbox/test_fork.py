@@ -490,6 +490,27 @@ def test_an_assert_that_compares_an_untrusted_object_is_a_suspect_pass(code, why
     assert outcome.ok and why in outcome.suspect, outcome.render() + "\nsuspect: " + outcome.suspect
 
 
+def test_what_an_assert_trusts_is_taken_before_each_candidate_in_a_spare_or_not():
+    """A spare takes the trusted classes while it waits; a trial forked on demand (another
+    policy), a later spare and a live fork take them just before their candidate. In each, a
+    candidate that patches a trusted class is caught, and the next trial sees the class as it was."""
+    import pandas  # noqa: F401 - trusted only when loaded before the trial
+
+    from nbrefine.sandbox import TrialPolicy
+
+    patch = "import pandas as pd\npd.Series.__eq__ = lambda s, o: True\nassert pd.Series([7]) == 6"
+    honest = "import pandas as pd\nassert (pd.Series([6]) == 6).all()"
+    other = TrialPolicy(memory_mb=2048)  # not the policy the first spare was hardened for
+    with Snapshot.take({}, Redactor(environ={})) as snap:
+        for policy in (TrialPolicy(), other, other, TrialPolicy()):
+            patched = snap.run(TrialSpec(patch, policy=policy))
+            assert patched.ok and "changed" in patched.suspect, patched.render()
+            after = snap.run(TrialSpec(honest, policy=policy))
+            assert after.ok and not after.suspect, after.render() + after.suspect
+    live = LiveForkRunner({}, Redactor(environ={})).run(TrialSpec(patch))
+    assert live.ok and "changed" in live.suspect, live.render()
+
+
 def test_honest_operands_of_trusted_types_pass_unflagged():
     import dataclasses
     import decimal
