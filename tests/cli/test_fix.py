@@ -685,9 +685,12 @@ READ_SETTING = (
 
 
 @pytest.mark.parametrize("flags", [[], ["--no-early-trials"]], ids=["default", "off"])
-def test_no_early_trials_reaches_every_kernel(flags: list[str], tmp_path: Path, capsys: Any) -> None:
+def test_no_early_trials_reaches_every_kernel(
+    flags: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
     """``--no-early-trials`` sets ``Refine.early_trials`` in the kernel of one notebook and in
     every kernel of a batch (the same trait, the same set-up call)."""
+    monkeypatch.chdir(tmp_path)  # the batch writes its run record into the working folder
     one = make_notebook(tmp_path / "one.ipynb", READ_SETTING)
     folder = tmp_path / "many"
     folder.mkdir()
