@@ -107,6 +107,14 @@ def exists(pid: int) -> bool:
     return True
 
 
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended: gone, or a zombie that is not ours to reap. When its
+    parent died first, the kernel reparents it to init (or a subreaper), which reaps it when it
+    gets to it: on some machines PID 1 does that seconds later."""
+    stat = read_proc_stat(pid)
+    return stat is None or (stat[0] == "Z" and stat[1] != os.getpid())
+
+
 def wait_until(condition: Any, within: float = 5.0) -> bool:
     """Poll ``condition`` (a callable) every 50 ms until it holds; False if it still does not
     after ``within`` seconds (a process ends, a file appears: things the test cannot be told of)."""

@@ -12,7 +12,7 @@ scheme with :func:`register_scheme`.
 spent, and on a 429 (or 529) pauses *every* job for the time the API asked before retrying.
 
 May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers`, (lazily) :mod:`nbrefine.engine` and this
-package's :mod:`.spool`, and the standard library."""
+package's :mod:`.spool` and :mod:`._through_gate`, and the standard library."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .._errors import ProviderError, ProviderOverloadedError, ProviderRateLimitError
 from ..providers.base import Provider, ProviderReply, ProviderRequest, TextCallback
+from ._through_gate import through_gate
 
 __all__ = [
     "FileGate",
@@ -295,24 +295,15 @@ class GatedProvider:
         self.model = inner.model
 
     def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
-        for attempt in range(self.retries + 1):
-            with self.gate.slot():
-                # Checked once the slot is held, and charged before it is let go: a job that
-                # waited for the slot sees what the one before it spent.
-                over = self.gate.over_budget()
-                if over:
-                    raise ProviderError(over)
-                try:
-                    reply = self.inner.complete(request, on_text)
-                except (ProviderRateLimitError, ProviderOverloadedError) as err:
-                    self.gate.back_off(_pause_for(err, attempt))
-                    if attempt == self.retries:
-                        raise
-                    continue
-                self.gate.charge(*_cost(reply))
-            self.model = self.inner.model
-            return reply
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        reply = through_gate(
+            self.gate,
+            self.retries,
+            lambda: self.inner.complete(request, on_text),
+            _cost,
+            pause=_pause_for,
+        )
+        self.model = self.inner.model
+        return reply
 
 
 def _pause_for(err: BaseException, attempt: int) -> float:

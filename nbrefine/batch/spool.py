@@ -13,7 +13,7 @@ at the batch price (half the Messages API's) when its result comes; a slot is he
 waits, so the report's in-flight figures count the requests waiting on batches.
 
 May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers` (base, anthropic), this package's
-:mod:`.gate` and (lazily) :mod:`nbrefine.engine`, and the standard library."""
+:mod:`._through_gate` and (lazily) :mod:`nbrefine.engine`, and the standard library."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from .._errors import (
     ProviderRateLimitError,
 )
 from ..providers.base import ProviderReply, ProviderRequest, TextCallback
+from ._through_gate import through_gate
 
 if TYPE_CHECKING:  # only an annotation: at run time gate.py imports this module
     from .gate import RequestGate
@@ -44,7 +45,6 @@ BATCH_PRICE = 0.5
 #: Between the gate's spec and the spool's in the spec a batch job's kernel installs.
 SEPARATOR = " spool:"
 _POLL_S = 0.2
-_RETRYABLE = (ProviderOverloadedError, ProviderRateLimitError)
 
 
 def spool_spec(folder: Path, job: int) -> str:
@@ -67,23 +67,16 @@ class SpooledProvider:
         self.gate, self.retries = gate, max(0, retries)
 
     def complete(self, request: ProviderRequest, on_text: TextCallback | None = None) -> ProviderReply:
-        for attempt in range(self.retries + 1):
-            with self.gate.slot():
-                over = self.gate.over_budget()
-                if over:
-                    raise ProviderError(over)
-                answer = self._ask(self.params(request))
-                try:
-                    reply = _reply(answer, self.model)
-                except _RETRYABLE:  # overloaded while the batch ran: into the next round
-                    if attempt == self.retries:
-                        raise
-                    continue
-                self.gate.charge(*_batch_cost(reply))
-            if on_text is not None:
-                on_text(reply.text)  # nothing streams from a batch: the whole text at once
-            return reply
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        # An overloaded or rate-limited result of a batch goes into the next round, unpaused.
+        reply = through_gate(
+            self.gate,
+            self.retries,
+            lambda: _reply(self._ask(self.params(request)), self.model),
+            _batch_cost,
+        )
+        if on_text is not None:
+            on_text(reply.text)  # nothing streams from a batch: the whole text at once
+        return reply
 
     def params(self, request: ProviderRequest) -> dict[str, Any]:
         """The Messages API parameters, as the Anthropic provider sends them."""

@@ -31,7 +31,7 @@ from nbrefine.cli.main import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from fake_anthropic import FakeAnthropic
-from kernel_io import exists, kernels_in
+from kernel_io import ended, exists, kernels_in
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env_in_tmp")]
 
@@ -314,7 +314,7 @@ def test_a_worker_that_dies_fails_its_notebook_and_the_batch_goes_on(tmp_path: P
     }
     assert rows["nbs/a_doomed.ipynb"]["message"] == "the worker process running it died (killed by SIGKILL)"
     assert "✗ nbs/a_doomed.ipynb: the worker process running it died (killed by SIGKILL)" in err
-    assert not exists(int((tmp_path / "nbs/kernel.pid").read_text()))  # its kernel went with it
+    assert ended(int((tmp_path / "nbs/kernel.pid").read_text()))  # its kernel went with it
     assert kernels_in(tmp_path) == []  # and the one it had started for its next notebook
     assert rows["nbs/b_fine.ipynb"]["worker"] != f"{os.uname().nodename}:{killed[0]}"  # a new worker
 
