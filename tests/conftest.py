@@ -21,7 +21,7 @@ def shell():
     ip.run_line_magic("unload_ext", "nbrefine")
     ip.config.pop("Refine", None)  # %config settings outlive the extension: keep tests independent
     ip.reset(new_session=False)
-    from nbrefine.engine.state import reset
+    from nbrefine.engine.kernel_state import reset
 
     reset()  # what a kernel remembers (policy lock, hints, spending, cached replies) is process-wide
 

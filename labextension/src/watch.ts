@@ -1,6 +1,6 @@
 /**
  * The kernel's copy of the notebook's cells (`watch_cells`): when nbrefine loads in a kernel it
- * opens a comm to the target `nbrefine` with `{action: "watch_cells"}` (nbrefine/ipython/cells.py).
+ * opens a comm to the target `nbrefine` with `{action: "watch_cells"}` (nbrefine/ipython/watched_cells.py).
  * The extension keeps that comm open (one per notebook: the latest the kernel opened) and sends
  *
  *   {cells: [{id, source, metadata: {nbgrader?, editable?}}, ...]}   (the code cells, in order)

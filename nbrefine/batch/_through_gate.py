@@ -1,7 +1,7 @@
 """One model request through a request gate: a slot held, the shared budget checked, the reply
 charged, and a rate limit or an overload retried. The gate's own providers
-(:class:`~.gate.GatedProvider`) and the Message Batches spool (:class:`~.spool.SpooledProvider`)
-both ask this way.
+(:class:`~.gate.GatedProvider`) and the Message Batches spool
+(:class:`~.message_batches.spool.SpooledProvider`) both ask this way.
 
 May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers` (base) and the standard library."""
 

@@ -1,6 +1,6 @@
 """``--cluster ADDRESS``: a batch's notebooks as tasks on a running dask.distributed scheduler.
 
-One task per notebook, each :func:`~.job.repair_one` on some worker, which starts the notebook's
+One task per notebook, each :func:`~.notebook_job.repair_one` on some worker, which starts the notebook's
 kernel there and sends back the repaired notebook's text and its report; the client writes them,
 as with the local pool. The client reads each notebook and ships its text with the task, so the
 workers need not see the client's files; a notebook runs in its own folder when the worker sees
@@ -41,8 +41,8 @@ from typing import Any
 
 from .._version import __version__
 from .dask_gate import _dd
-from .gate import GateLimits, GateState
-from .job import NotebookResult, NotebookTask, kill_kernel, repair_one, warm_up
+from .gate import GateLedger, GateLimits
+from .notebook_job import NotebookResult, NotebookTask, kill_kernel, repair_one, warm_up
 from .pool import Event
 
 __all__ = ["DaskExecutor", "require_distributed"]
@@ -128,7 +128,7 @@ class DaskExecutor:
         where = info.get("address", self.address)
         return f"on the Dask scheduler at {where} ({len(workers)} workers, {threads} threads)"
 
-    def create_gate(self, limits: GateLimits, spent: GateState | None) -> Any:
+    def create_gate(self, limits: GateLimits, spent: GateLedger | None) -> Any:
         """The batch's shared request gate, on the scheduler (so it holds across workers)."""
         from .dask_gate import DaskGate
 

@@ -6,7 +6,7 @@ many, so the shared objects live on the scheduler instead:
 * a :class:`distributed.Semaphore` with ``max_requests`` leases is the request limit; a kernel
   that dies stops refreshing its lease, and the scheduler frees it after its lease timeout
   (``distributed.scheduler.locks.lease-timeout``, 30 s by default);
-* a :class:`distributed.Variable` holds the shared :class:`~.gate.GateState` (tokens, money,
+* a :class:`distributed.Variable` holds the shared :class:`~.gate.GateLedger` (tokens, money,
   the 429 pause), read and written under a :class:`distributed.Lock`; another holds the limits.
 
 The spec is ``dask:NAME@SCHEDULER_ADDRESS``. A kernel opens it with its own small client, made on
@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .gate import GateLimits, GateState, _entered, _left, _SharedAccount
+from .gate import GateLedger, GateLimits, _entered, _left, _SharedAccount
 
 __all__ = ["SCHEME", "DaskGate", "open_dask_gate"]
 
@@ -46,10 +46,10 @@ class DaskGate(_SharedAccount):
         self._lock: Any = None
 
     @classmethod
-    def create(cls, client: Any, limits: GateLimits, spent: GateState | None = None) -> DaskGate:
+    def create(cls, client: Any, limits: GateLimits, spent: GateLedger | None = None) -> DaskGate:
         """Set the gate up on ``client``'s scheduler (``spent``: an earlier run's use, --resume)."""
         gate = cls(f"nbrefine-gate-{uuid.uuid4().hex[:12]}", str(client.scheduler.address), client)
-        state = GateState(tokens=spent.tokens, usd=spent.usd) if spent else GateState()
+        state = GateLedger(tokens=spent.tokens, usd=spent.usd) if spent else GateLedger()
         _dd().Variable(f"{gate.name}-config", client=client).set(json.dumps(dataclasses.asdict(limits)))
         _dd().Variable(f"{gate.name}-state", client=client).set(json.dumps(state.to_json()))
         gate._objects()  # registers the semaphore with this run's limit before any kernel asks
@@ -105,9 +105,9 @@ class DaskGate(_SharedAccount):
             with contextlib.suppress(Exception):
                 semaphore.release()
 
-    def state(self) -> GateState:
+    def state(self) -> GateLedger:
         text = _dd().Variable(f"{self.name}-state", client=self.client).get(timeout=_CONNECT_TIMEOUT)
-        return GateState(**json.loads(text))
+        return GateLedger(**json.loads(text))
 
     def close(self) -> None:
         """Remove the gate's objects from the scheduler (the client that made it, at the end)."""
@@ -120,11 +120,11 @@ class DaskGate(_SharedAccount):
 
     # ---------------------------------------------------------------- the shared state
 
-    def _update(self, change: Callable[[GateState], None]) -> None:
+    def _update(self, change: Callable[[GateLedger], None]) -> None:
         _, lock = self._objects()
         variable = _dd().Variable(f"{self.name}-state", client=self.client)
         with lock:
-            state = GateState(**json.loads(variable.get(timeout=_CONNECT_TIMEOUT)))
+            state = GateLedger(**json.loads(variable.get(timeout=_CONNECT_TIMEOUT)))
             change(state)
             variable.set(json.dumps(state.to_json()))
 

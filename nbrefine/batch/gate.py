@@ -12,7 +12,7 @@ scheme with :func:`register_scheme`.
 spent, and on a 429 (or 529) pauses *every* job for the time the API asked before retrying.
 
 May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers`, (lazily) :mod:`nbrefine.engine` and this
-package's :mod:`.spool` and :mod:`._through_gate`, and the standard library."""
+package's :mod:`.message_batches.spool` and :mod:`._through_gate`, and the standard library."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class GateLimits:
 
 
 @dataclass
-class GateState:
+class GateLedger:
     """What the gate has seen (shared by all jobs; the batch report shows it)."""
 
     requests: int = 0
@@ -105,7 +105,7 @@ class RequestGate(Protocol):
         """Rate limited: no job sends a request for ``seconds``."""
         ...
 
-    def state(self) -> GateState: ...
+    def state(self) -> GateLedger: ...
 
 
 # --------------------------------------------------------------------------- one machine
@@ -120,16 +120,16 @@ class _SharedAccount(ABC):
     def limits(self) -> GateLimits: ...
 
     @abstractmethod
-    def state(self) -> GateState: ...
+    def state(self) -> GateLedger: ...
 
     @abstractmethod
-    def _update(self, change: Callable[[GateState], None]) -> None: ...
+    def _update(self, change: Callable[[GateLedger], None]) -> None: ...
 
     def over_budget(self) -> str | None:
         return budget_reason(self.limits, self.state())
 
     def charge(self, tokens: int, usd: float | None) -> None:
-        def add(state: GateState) -> None:
+        def add(state: GateLedger) -> None:
             state.tokens += tokens
             if usd is None:
                 state.unpriced += 1
@@ -139,7 +139,7 @@ class _SharedAccount(ABC):
         self._update(add)
 
     def back_off(self, seconds: float) -> None:
-        def pause(state: GateState) -> None:
+        def pause(state: GateLedger) -> None:
             state.rate_limited += 1
             state.paused_s += seconds
             state.pause_until = max(state.pause_until, time.time() + seconds)
@@ -161,12 +161,12 @@ class FileGate(_SharedAccount):
         return self._limits
 
     @classmethod
-    def create(cls, folder: str | Path, limits: GateLimits, spent: GateState | None = None) -> FileGate:
+    def create(cls, folder: str | Path, limits: GateLimits, spent: GateLedger | None = None) -> FileGate:
         """Set up a gate in ``folder`` (``spent``: what an earlier run of a resumed batch used)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps(dataclasses.asdict(limits)), encoding="utf-8")
-        state = GateState(tokens=spent.tokens, usd=spent.usd) if spent else GateState()
+        state = GateLedger(tokens=spent.tokens, usd=spent.usd) if spent else GateLedger()
         (folder / "state.json").write_text(json.dumps(state.to_json()), encoding="utf-8")
         return cls(folder)
 
@@ -203,7 +203,7 @@ class FileGate(_SharedAccount):
                 return fd
             time.sleep(_POLL_S)
 
-    def state(self) -> GateState:
+    def state(self) -> GateLedger:
         with self._locked():
             return self._read()
 
@@ -218,10 +218,10 @@ class FileGate(_SharedAccount):
         finally:
             os.close(fd)
 
-    def _read(self) -> GateState:
-        return GateState(**json.loads((self.folder / "state.json").read_text(encoding="utf-8")))
+    def _read(self) -> GateLedger:
+        return GateLedger(**json.loads((self.folder / "state.json").read_text(encoding="utf-8")))
 
-    def _update(self, change: Callable[[GateState], None]) -> None:
+    def _update(self, change: Callable[[GateLedger], None]) -> None:
         with self._locked():
             state = self._read()
             change(state)
@@ -231,18 +231,18 @@ class FileGate(_SharedAccount):
             os.replace(tmp, self.folder / "state.json")
 
 
-def _entered(state: GateState, waited: float) -> None:
+def _entered(state: GateLedger, waited: float) -> None:
     state.requests += 1
     state.waited_s += waited
     state.in_flight += 1
     state.max_in_flight = max(state.max_in_flight, state.in_flight)
 
 
-def _left(state: GateState) -> None:
+def _left(state: GateLedger) -> None:
     state.in_flight = max(0, state.in_flight - 1)
 
 
-def budget_reason(limits: GateLimits, state: GateState) -> str | None:
+def budget_reason(limits: GateLimits, state: GateLedger) -> str | None:
     """Why no more requests may be sent (the shared budget is spent), or None."""
     if limits.budget_tokens is not None and state.tokens >= limits.budget_tokens:
         return (
@@ -328,9 +328,9 @@ def install(spec: str) -> None:
     batch job's kernel by ``nbrefine fix``; the offline tier is local and free: not gated).
 
     A spec that goes on with ``" spool:FOLDER:JOB"`` (``--batch``) makes the Anthropic provider a
-    :class:`~.spool.SpooledProvider`: its requests go into that job's spool, for a batch."""
+    :class:`~.message_batches.spool.SpooledProvider`: its requests go into that job's spool, for a batch."""
     from .. import providers as registry
-    from .spool import SEPARATOR
+    from .message_batches.spool import SEPARATOR
 
     gate_spec, _, spool = spec.partition(SEPARATOR)
     gate = open_gate(gate_spec)
@@ -348,7 +348,7 @@ def _gated_factory(
 ) -> Callable[[Any], Provider]:
     def make(settings: Any) -> Provider:
         if spool:
-            from .spool import SpooledProvider
+            from .message_batches.spool import SpooledProvider
 
             return SpooledProvider(settings.model, gate, spool, settings.max_retries)
         inner = factory(dataclasses.replace(settings, max_retries=0))

@@ -3,7 +3,7 @@
 A job drives its notebook's kernel (a process of its own) and waits on it most of the time, so
 the client stays light: it feeds the workers one task each as they free up (the tasks are never
 all in memory) and passes on what they send back, one :class:`Event` or
-:class:`~nbrefine.batch.job.NotebookResult` at a time. Any executor with the same two methods
+:class:`~nbrefine.batch.notebook_job.NotebookResult` at a time. Any executor with the same two methods
 (:class:`Executor`) can replace it, e.g. one that sends each task to a cluster.
 
 A worker keeps the kernel of its next notebook started ahead (booting while it runs the current
@@ -16,7 +16,7 @@ Workers ignore SIGINT (a Ctrl-C in a terminal reaches every process of the group
 decides, and :meth:`LocalPool.cancel` stops them with SIGTERM, which unwinds the running job so
 its kernel is shut down; a worker that does not stop in time is killed, and its kernel with it.
 
-May import: this package's :mod:`.job` and the standard library."""
+May import: this package's :mod:`.notebook_job` and the standard library."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .job import Emit, NotebookResult, NotebookTask, kill_kernel, repair_one, spare_kernels, warm_up
+from .notebook_job import Emit, NotebookResult, NotebookTask, kill_kernel, repair_one, spare_kernels, warm_up
 
 if TYPE_CHECKING:
     from ..headless import SpareKernels

@@ -30,7 +30,7 @@ from .._errors import BadInputError, KernelCallError, KernelDiedError
 from ..grounding.text import clip
 from ..headless import KernelDriver, SessionJSON, check_kernel, open_kernel, read_notebook
 from ..headless.fixer import offline_model
-from ..headless.notebook import first_line, nbf
+from ..headless.notebook_files import first_line, nbf
 from ..headless.settings import cell_options, config_values
 from ..reports.bench import CaseResult, report_json, report_text, summarize, write_plot
 from ..reports.files import check_writable, write_atomic

@@ -39,9 +39,9 @@ from ..reports.notebook import report_json, report_markdown, summary_text
 from ._argparse import add_trait_flags
 
 if TYPE_CHECKING:
+    from ..batch.client import BatchOptions
     from ..batch.gate import GateLimits
-    from ..batch.job import JobSettings
-    from ..batch.runner import BatchOptions
+    from ..batch.notebook_job import JobSettings
 
 __all__ = ["add_parser", "batch_options", "fix", "options", "parse_cells", "run"]
 
@@ -208,7 +208,7 @@ def _add_batch_options(fix: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nbrefine fix`` for parsed ``args``; its exit status."""
     if is_batch(args):
-        from ..batch.runner import run_batch
+        from ..batch.client import run_batch
 
         return run_batch(batch_options(args))
     return fix(options(args))
@@ -390,10 +390,10 @@ def default_jobs() -> int:
 
 
 def batch_options(args: argparse.Namespace) -> BatchOptions:
-    """The batch's :class:`~nbrefine.batch.runner.BatchOptions`; :class:`BadInputError` (one
+    """The batch's :class:`~nbrefine.batch.client.BatchOptions`; :class:`BadInputError` (one
     line) for bad usage."""
+    from ..batch.client import REPORT_SUFFIXES, BatchOptions
     from ..batch.display import NORMAL, QUIET, VERBOSE
-    from ..batch.runner import REPORT_SUFFIXES, BatchOptions
 
     if args.batch and args.cell_timeout == DEFAULT_CELL_TIMEOUT:
         args.cell_timeout = BATCH_CELL_TIMEOUT  # a cell waits for its batch
@@ -465,7 +465,7 @@ def _check_cluster(args: argparse.Namespace) -> None:
 
 
 def _settings(args: argparse.Namespace) -> JobSettings:
-    from ..batch.job import JobSettings
+    from ..batch.notebook_job import JobSettings
 
     values = _trait_values(args)
     return JobSettings(

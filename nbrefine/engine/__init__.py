@@ -3,9 +3,9 @@
 - :mod:`.types`: the contracts: :data:`Status`, :class:`Attempt`, :class:`LoopResult`, the events;
 - :mod:`.prompt`: the repair task (:class:`RepairTask`), the prompt built from it and the reply parser;
 - :mod:`.loop`: the refine loop (ask, trial, feed back; stop on a pass, the cap, a cycle, regressions);
-- :mod:`.verify`: what "verified" means (the gate) and the state fingerprints Accept compares;
+- :mod:`.verify`: what "verified" means (the checks verifier) and the state fingerprints Accept compares;
 - :mod:`.cost`: token usage and cost of replies, attempts and sessions;
-- :mod:`.state`: what a kernel remembers between cells, in one holder (:class:`KernelState`);
+- :mod:`.kernel_state`: what a kernel remembers between cells, in one holder (:class:`KernelState`);
 - :mod:`.teaching`: the teaching modes (policy, hint prompt, the no-solution guard, the offline tutor);
 - :mod:`.session`: :class:`RefineSession`, one failing cell's run and the user's decision on it;
 - :mod:`.job`: :class:`JobBuilder`, a failing cell's :class:`RefineJob` assembled without IPython
@@ -40,6 +40,17 @@ if TYPE_CHECKING:
         partial_run_note,
         undo_rebinds,
     )
+    from .kernel_state import (
+        KernelState,
+        add_to_kernel,
+        apply_policy_line,
+        cached,
+        current,
+        install_notebook_policy,
+        kernel_ledger,
+        kernel_policy_holder,
+        kernel_usage,
+    )
     from .loop import LoopConfig, normalize_code, refine, verifier_for
     from .modes import MODES, TEACHING_MODES
     from .prompt import SYSTEM_PROMPT, ParsedReply, RepairTask, build_request, parse_reply
@@ -58,21 +69,10 @@ if TYPE_CHECKING:
         provider_failed,
         session_for_request,
     )
-    from .state import (
-        KernelState,
-        add_to_kernel,
-        apply_policy_line,
-        cached,
-        current,
-        install_notebook_policy,
-        kernel_gate,
-        kernel_ledger,
-        kernel_usage,
-    )
     from .teaching import (
         HintLedger,
         OfflineTutor,
-        PolicyGate,
+        PolicyHolder,
         PolicyLockedError,
         TeachingPolicy,
         TeachingResult,
@@ -93,7 +93,7 @@ if TYPE_CHECKING:
         TrialRunner,
         Verifier,
     )
-    from .verify import Gate, drift, fingerprints_of, names_read, plain_python
+    from .verify import ChecksVerifier, drift, fingerprints_of, names_read, plain_python
 
 # Where each name is defined: imported there at its first use (``from nbrefine.engine import
 # refine`` works as before), so that the settings (``.config``) and the names of the modes
@@ -130,7 +130,7 @@ _MODULE_OF: dict[str, str] = {
             ),
         ),
         (
-            ".state",
+            ".kernel_state",
             (
                 "KernelState",
                 "add_to_kernel",
@@ -138,7 +138,7 @@ _MODULE_OF: dict[str, str] = {
                 "cached",
                 "current",
                 "install_notebook_policy",
-                "kernel_gate",
+                "kernel_policy_holder",
                 "kernel_ledger",
                 "kernel_usage",
             ),
@@ -148,7 +148,7 @@ _MODULE_OF: dict[str, str] = {
             (
                 "HintLedger",
                 "OfflineTutor",
-                "PolicyGate",
+                "PolicyHolder",
                 "PolicyLockedError",
                 "TeachingPolicy",
                 "TeachingResult",
@@ -173,7 +173,7 @@ _MODULE_OF: dict[str, str] = {
                 "Verifier",
             ),
         ),
-        (".verify", ("Gate", "drift", "fingerprints_of", "names_read", "plain_python")),
+        (".verify", ("ChecksVerifier", "drift", "fingerprints_of", "names_read", "plain_python")),
     )
     for name in names
 }
@@ -198,10 +198,10 @@ __all__ = [
     "TEACHING_MODES",
     "Attempt",
     "CellRun",
+    "ChecksVerifier",
     "EventCallback",
     "EventKind",
     "FixProvenance",
-    "Gate",
     "HintLedger",
     "JobBuilder",
     "KernelAccess",
@@ -211,7 +211,7 @@ __all__ = [
     "LoopResult",
     "OfflineTutor",
     "ParsedReply",
-    "PolicyGate",
+    "PolicyHolder",
     "PolicyLockedError",
     "RefineJob",
     "RefineSession",
@@ -239,8 +239,8 @@ __all__ = [
     "fingerprints_of",
     "fix_provenance",
     "install_notebook_policy",
-    "kernel_gate",
     "kernel_ledger",
+    "kernel_policy_holder",
     "kernel_usage",
     "last_session",
     "names_read",

@@ -7,7 +7,7 @@ that both adapters read it: the magics (:mod:`nbrefine.ipython`) and the command
 (:mod:`nbrefine.cli`, which maps its flags onto these traits).
 
 May import: traitlets, the standard library, the names of the modes (:mod:`.modes`) and (lazily)
-the engine's teaching policy gate.
+the engine's teaching policy holder.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _prices(label: str, value: Any) -> dict[str, list[float]]:
 
 
 #: Each trait's one rule (a trait not named here is checked by its type alone; the teaching
-#: traits also by the kernel's policy gate, which may refuse to loosen a locked policy). None
+#: traits also by the kernel's policy holder, which may refuse to loosen a locked policy). None
 #: always passes where the trait allows it.
 _RULES: dict[str, Callable[[str, Any], Any]] = {
     "provider": _name,
@@ -225,15 +225,15 @@ class Refine(Configurable):
         """``value`` as trait ``name`` keeps it, or :class:`~traitlets.TraitError` (one line,
         naming ``option``, by default ``Refine.<name>``) when the trait refuses it: the one rule
         for ``%config``, a profile, the ``%%refine`` options and the command line's flags alike
-        (they only map onto it). The teaching traits are the kernel's policy gate's to judge."""
+        (they only map onto it). The teaching traits are the kernel's policy holder's to judge."""
         rule = _RULES.get(name)
         return value if rule is None or value is None else rule(option or f"Refine.{name}", value)
 
     @validate("mode", "max_hints", "allow_solution")
     def _teaching(self, proposal: Any) -> Any:
-        # The kernel-wide policy gate decides (a locked policy refuses to be loosened); a
+        # The kernel-wide policy holder decides (a locked policy refuses to be loosened); a
         # TraitError makes traitlets keep the old value.
-        from . import PolicyLockedError, kernel_gate
+        from . import PolicyLockedError, kernel_policy_holder
 
         name, value = proposal["trait"].name, proposal["value"]
         value = self.validated(name, value)
@@ -241,7 +241,7 @@ class Refine(Configurable):
         if name == "max_hints" and value is None:
             options = {"no_hint_cap": True}
         try:
-            kernel_gate().configure(**options, source="config")
+            kernel_policy_holder().configure(**options, source="config")
         except (PolicyLockedError, ValueError) as err:
             raise TraitError(str(err)) from None
         return value

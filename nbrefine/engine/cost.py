@@ -1,4 +1,4 @@
-"""Token usage and cost of replies, attempts and sessions (a kernel's total is in :mod:`.state`).
+"""Token usage and cost of replies, attempts and sessions (a kernel's total is in :mod:`.kernel_state`).
 
 Prices are list prices in USD per million tokens, ``(input, output, cache write, cache read)``.
 Only models whose prices nbrefine knows are listed; for any other model the cost is

@@ -46,11 +46,11 @@ from .accept import plan_for
 from .cause import Cause, Situation, find_cause
 from .config import Refine
 from .cost import total
+from .kernel_state import cached, kernel_usage
 from .loop import LoopConfig
 from .multicell import CellsRepair
 from .prompt import RepairTask
 from .session import RefineJob, RefineSession
-from .state import cached, kernel_usage
 from .teaching import OfflineTutor, TeachingPolicy
 from .types import Attempt, TrialRunner
 from .verify import known_fingerprints

@@ -37,7 +37,7 @@ from .types import (
     Verifier,
     emit,
 )
-from .verify import Gate
+from .verify import ChecksVerifier
 
 __all__ = ["LoopConfig", "normalize_code", "refine", "verifier_for"]
 
@@ -60,7 +60,7 @@ class LoopConfig:
     candidates: int = 1  # best-of-N: candidates asked for per round (in parallel)
     #: Turns IPython syntax into Python before a candidate is read (the trial runner does the same).
     transform: Callable[[str], str] = _plain
-    #: What "verified" means for this task; None: :class:`nbrefine.engine.verify.Gate` for the task.
+    #: What "verified" means for this task; None: :class:`nbrefine.engine.verify.ChecksVerifier` for the task.
     verifier: Verifier | None = None
     #: Reads a reply into a candidate (a repair that spans cells reads labelled blocks per cell).
     parse: Callable[[str], ParsedReply] = parse_reply
@@ -77,7 +77,7 @@ def verifier_for(task: RepairTask, config: LoopConfig) -> Verifier:
     """The verifier the loop (and Accept) use for ``task``."""
     if config.verifier is not None:
         return config.verifier
-    return Gate.for_failures(
+    return ChecksVerifier.for_failures(
         task.code, task.failures, len(task.checks), label=task.label, transform=config.transform
     )
 

@@ -6,7 +6,7 @@ blocks. :class:`CellsRepair` turns each reply into the edits of those cells
 (:func:`nbrefine.engine.reply.split_reply`), keeps them by the candidate text the loop sees
 (never decoded from that text: a candidate cannot forge an edit by writing a label), composes
 the trial in notebook order (the changed cells, then the failing cell, its checks and every
-passing cell that uses a changed definition) and gates every changed cell against its own
+passing cell that uses a changed definition) and verifies every changed cell against its own
 original.
 
 May import: the standard library, :mod:`nbrefine.sandbox`, :mod:`nbrefine.grounding.capture` (the
@@ -24,7 +24,7 @@ from .cause import Cause
 from .cells import CellRef
 from .prompt import ParsedReply
 from .reply import split_reply
-from .verify import Gate
+from .verify import ChecksVerifier
 
 __all__ = ["CellsRepair"]
 
@@ -165,7 +165,7 @@ class CellsRepair:
             if cell.readonly and not _same_text(new, cell.source):
                 reasons.append(f"it changes {cell.label}, {cell.readonly}")
                 continue
-            reasons += [f"{why} in {cell.label}" for why in self._gate(cell).static_reasons(new)]
+            reasons += [f"{why} in {cell.label}" for why in self._verifier(cell).static_reasons(new)]
         if outcome.suspect:
             reasons.append(f"the trial flagged its pass: {outcome.suspect}")
         expected = self.expected_checks(code, user_checks)
@@ -173,7 +173,7 @@ class CellsRepair:
             reasons.append(f"the trial ran {outcome.checks_total} of its {expected} checks")
         return "; ".join(list(dict.fromkeys(reasons))[:_MAX_REASONS])
 
-    def _gate(self, cell: CellRef) -> Gate:
+    def _verifier(self, cell: CellRef) -> ChecksVerifier:
         if cell.key == self.failing.key:
-            return Gate.for_failures(cell.source, self.failures, 0, transform=self.transform)
-        return Gate(cell.source, 0, transform=self.transform)
+            return ChecksVerifier.for_failures(cell.source, self.failures, 0, transform=self.transform)
+        return ChecksVerifier(cell.source, 0, transform=self.transform)

@@ -3,7 +3,7 @@
 :class:`RefineJob` is what a session needs to run (built by an adapter: the magic, the CLI's
 kernel); :class:`RefineSession` runs the loop or a teaching turn, in this thread or a background
 one, and applies Accept / Reject; its text view is what the terminal and the notebook file show.
-The kernel's latest session is kept by :mod:`.state` (:func:`last_session`).
+The kernel's latest session is kept by :mod:`.kernel_state` (:func:`last_session`).
 
 May import: the standard library, :mod:`nbrefine._errors`, the layers below the engine and the
 engine's other modules.
@@ -29,10 +29,10 @@ from .accept import AcceptPlan
 from .capabilities import added_capabilities, capabilities_of
 from .cause import Cause
 from .cost import Usage, total
+from .kernel_state import add_to_kernel, current, expect_confined_runs, kernel_ledger
 from .loop import LoopConfig, refine, verifier_for
 from .multicell import CellsRepair
 from .prompt import RepairTask
-from .state import add_to_kernel, current, expect_confined_runs, kernel_ledger
 from .teaching import HintLedger, TeachingPolicy, TeachingResult, teach
 from .types import Attempt, EventCallback, LoopResult, Status, TrialRunner
 from .verdict import judge

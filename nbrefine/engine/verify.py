@@ -5,7 +5,7 @@ can pass cheaply by deleting the failing assert, by hiding the failure in ``try/
 Exception: pass``, by reaching into nbrefine or the trial process (``import nbrefine.sandbox as
 s; s.run_checks = ...``, the trial's own frames, its file descriptors), by comparing with
 ``unittest.mock.ANY``, or by defining itself the function an assert of the cell calls.
-:class:`Gate` reads the candidate next to the original cell and says why a pass does not count
+:class:`ChecksVerifier` reads the candidate next to the original cell and says why a pass does not count
 ("" when it does); the loop then shows the attempt as "changes the checks" and keeps looking for
 a verified one.
 
@@ -15,13 +15,13 @@ content fingerprints of the names the fix reads, taken by :func:`fingerprint_spe
 runner and again in a fork of the live state, and trial-runs the fix from the live state when
 they differ (see :meth:`nbrefine.engine.session.RefineSession.accept`).
 
-A cell being repaired for a SyntaxError does not parse; the gate still reads what it already did
+A cell being repaired for a SyntaxError does not parse; the verifier still reads what it already did
 (leniently: its chunks that parse, the lines and tokens of those that do not), so that an ``eval``
 or an assert the cell had is not held against its fix.
 
 What the text cannot show, the trial reports in ``outcome.suspect``: an assert or a check compared
 an object whose class's comparison methods are not the built-in ones of a trusted type (see
-:mod:`nbrefine.sandbox.execute`); a suspect pass never counts (:meth:`Gate.__call__`), in the loop
+:mod:`nbrefine.sandbox.execute`); a suspect pass never counts (:meth:`ChecksVerifier.__call__`), in the loop
 and when Accept trial-runs a fix again from the live state.
 
 The text checks are a tripwire for the forms a model writes, not a proof. The trial's status is
@@ -55,7 +55,7 @@ from ..grounding.text import clip
 from ..sandbox import TrialOutcome, TrialPolicy, TrialSpec, names_to_ship
 
 __all__ = [
-    "Gate",
+    "ChecksVerifier",
     "changed_names",
     "drift",
     "fingerprint_spec",
@@ -78,11 +78,11 @@ def _same(code: str) -> str:
     return code
 
 
-# --------------------------------------------------------------------------- the gate
+# --------------------------------------------------------------------------- the checks verifier
 
 
 @dataclass(frozen=True)
-class Gate:
+class ChecksVerifier:
     """Why a passed trial of a candidate does not count as verified ("" when it does).
 
     ``original`` is the cell under repair and ``checks`` how many checks every trial must run.
@@ -107,8 +107,9 @@ class Gate:
         *,
         label: str = "cell",
         transform: Callable[[str], str] = _same,
-    ) -> Gate:
-        """The gate for a cell from its captured failures (:class:`nbrefine.grounding.capture.Failure`)."""
+    ) -> ChecksVerifier:
+        """The verifier for a cell from its captured failures
+        (:class:`nbrefine.grounding.capture.Failure`)."""
         own = [f for f in failures if f.where == label]
         lines = tuple(f.lineno for f in own if f.lineno)
         crashed = [f for f in own if f.error_type != "AssertionError"]

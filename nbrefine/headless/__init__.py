@@ -4,7 +4,7 @@
   and ``%%refine`` sessions back;
 - :mod:`.session_json`: a session as JSON (:class:`SessionJSON`), computed in the kernel;
 - :mod:`.settings`: the ONE table of the ``Refine`` traits a command line sets in its kernel;
-- :mod:`.notebook`: reading, validating and writing notebook files;
+- :mod:`.notebook_files`: reading, validating and writing notebook files;
 - :mod:`.fixer`: the repair of one notebook (:class:`Fixer`), with its results;
 - :mod:`.notebook_run`: :func:`run_notebook`, one notebook's whole run (``nbrefine fix`` and each
   job of a batch).
@@ -32,7 +32,7 @@ from .fixer import (
     choose_provider,
 )
 from .kernel import TIMEOUT_ENAME, Execution, KernelDriver, SpareKernels, check_kernel, open_kernel
-from .notebook import notebook_text, parse_notebook, read_notebook
+from .notebook_files import notebook_text, parse_notebook, read_notebook
 from .notebook_run import NotebookRun, kernel_name_of, run_notebook
 from .session_json import AttemptJSON, FailureJSON, SessionJSON, TeachingJSON
 

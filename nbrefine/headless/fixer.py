@@ -5,7 +5,7 @@ When a cell fails and a fix passes its trial run, the fix is accepted (it runs f
 kernel, the state advances), the fixed source goes into the cell with its provenance in the cell's
 metadata (:mod:`nbrefine.engine.provenance`), and the run goes on. Unfixed cells keep their error
 output. ``nbrefine fix`` runs one :class:`Fixer` for one notebook; a batch job
-(:func:`nbrefine.batch.job.repair_one`) runs one per notebook.
+(:func:`nbrefine.batch.notebook_job.repair_one`) runs one per notebook.
 
 May import: :mod:`nbrefine._errors`, the engine and the layers below it (to read a notebook's
 teaching policy, to name the providers, to write provenance), :mod:`nbrefine.grounding`,
@@ -28,7 +28,7 @@ from .._errors import BadInputError, KernelCallError, KernelDiedError
 from .._version import __version__
 from ..grounding.text import clip
 from .kernel import TIMEOUT_ENAME, Execution, KernelDriver
-from .notebook import coalesce, first_line, nbf, until_first_error
+from .notebook_files import coalesce, first_line, nbf, until_first_error
 from .session_json import AttemptJSON, PlanJSON, SessionJSON, TeachingJSON
 from .settings import TRAIT_FLAGS, cell_options, config_values
 
@@ -272,14 +272,14 @@ class Fixer:
         """``--mode`` / ``--max-hints`` go on every ``%%refine`` line, where a locked notebook
         policy refuses a loosening: refuse it now, once, before any kernel starts. Returns the
         policy the cells get (a setup cell of the notebook may still change it)."""
-        from ..engine import PolicyGate, PolicyLockedError, policy_from_notebook
+        from ..engine import PolicyHolder, PolicyLockedError, policy_from_notebook
 
         try:
             policy = policy_from_notebook(self.notebook.metadata)
         except ValueError as err:
             raise BadInputError(f"the notebook's nbrefine policy is not valid: {err}") from None
         try:
-            return PolicyGate(policy).effective(self.opts.mode, self.opts.max_hints)
+            return PolicyHolder(policy).effective(self.opts.mode, self.opts.max_hints)
         except (PolicyLockedError, ValueError) as err:
             raise BadInputError(f"--mode/--max-hints: {err}") from None
 

@@ -8,7 +8,7 @@ session a ``%%refine`` cell made (:meth:`KernelDriver.session`). Nothing here im
 whatever must happen in the kernel is a function of ``nbrefine.ipython.kernel_api``, named here as
 a string (:func:`call_code`).
 
-May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's :mod:`.notebook`,
+May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's :mod:`.notebook_files`,
 the standard library, nbclient, nbformat, jupyter_client and jupyter_core.
 """
 
@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from .._errors import BadInputError, KernelCallError, KernelDiedError
 from ..grounding.text import clip
-from .notebook import first_line, nbf
+from .notebook_files import first_line, nbf
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode

@@ -1,7 +1,7 @@
 """One notebook's headless run, from its options to its results: :func:`run_notebook`.
 
 ``nbrefine fix`` on one notebook (``nbrefine.cli.fix.fix``) and each job of a batch
-(``nbrefine.batch.job.repair_one``) run a notebook through this one function: pick and check its
+(``nbrefine.batch.notebook_job.repair_one``) run a notebook through this one function: pick and check its
 kernel, check the teaching options against the notebook's policy, plan the cells, open the kernel,
 run and repair the cells (:class:`~.fixer.Fixer`), and, if asked, read what the kernel spent on
 model replies. What the callers do around it (files, reports, a batch's events) stays theirs.

@@ -16,6 +16,6 @@ May import: IPython, ipywidgets, comm, :mod:`nbrefine.engine` and everything bel
 :mod:`nbrefine.cli` or :mod:`nbrefine.reports`, nor :mod:`nbrefine.batch` but in :mod:`.kernel_api`
 (a batch job's request gate) and :mod:`nbrefine.headless` but there (a session's JSON shape).
 Nothing is imported here: ``%load_ext nbrefine`` loads :mod:`.magics`, :mod:`.options`,
-:mod:`.auto` and :mod:`.cells`, which import nothing of the engine but its settings at import
+:mod:`.auto` and :mod:`.watched_cells`, which import nothing of the engine but its settings at import
 time (see ``nbrefine.load_ipython_extension``; tests/ipython/test_magics_load.py).
 """

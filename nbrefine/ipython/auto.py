@@ -84,9 +84,9 @@ class AutoMode:
     def confine(self, info: Any) -> None:
         """A cell the frontend (or nbrefine fix) runs for an accepted fix keeps its trial's
         capabilities while it runs (nbrefine.sandbox.live)."""
-        if "nbrefine.engine.state" not in sys.modules:
+        if "nbrefine.engine.kernel_state" not in sys.modules:
             return  # no session yet in this process, so no accepted fix to confine: import nothing
-        from ..engine.state import take_confined_run
+        from ..engine.kernel_state import take_confined_run
         from ..sandbox.live import arm
 
         policy = take_confined_run(getattr(info, "cell_id", None), getattr(info, "raw_cell", "") or "")
@@ -211,9 +211,9 @@ class AutoMode:
         self.magics.repairs.start_session(session)
 
     def _offer(self) -> None:
-        from ..engine import kernel_gate
+        from ..engine import kernel_policy_holder
 
-        line, label, tooltip = _offer_texts(kernel_gate().policy)
+        line, label, tooltip = _offer_texts(kernel_policy_holder().policy)
         if getattr(self.ip, "kernel", None) is None:
             print(line)
             return

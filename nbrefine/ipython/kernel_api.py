@@ -181,7 +181,7 @@ def _accept(request_id: str, *, elsewhere: bool) -> dict[str, Any] | None:
 def tell_notebook(cells: list[dict[str, Any]]) -> None:
     """The notebook's code cells in order (``{"id", "source", "metadata"}``), from the driver that
     runs it, for finding where a failure is caused (a cell below, a cell locked)."""
-    from ..engine.state import current
+    from ..engine.kernel_state import current
     from ..grounding.cellfacts import readonly_reason
     from ..grounding.history import NotebookCell
 

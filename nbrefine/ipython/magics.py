@@ -2,13 +2,13 @@
 
 Light on purpose (issue 20): loading the extension defines the magic with its options
 (:mod:`.options`), the hooks of automatic mode (:mod:`.auto`) and, in a notebook, the comm that
-keeps the kernel told of the cells (:mod:`.cells`), and nothing more. The work (the engine,
+keeps the kernel told of the cells (:mod:`.watched_cells`), and nothing more. The work (the engine,
 sandbox, grounding, providers and the SDKs they use) is in :mod:`.repairs`, imported by
 :attr:`RefineMagics.repairs` at its first use: a ``%%refine`` cell, a failure in automatic
 mode, a ``%refine`` command other than ``help`` and ``auto``.
 
 May import: IPython, :mod:`nbrefine._errors`, this package's light modules (:mod:`.options`,
-:mod:`.auto`, :mod:`.cells`) and, lazily, :mod:`.repairs`; at import time nothing of
+:mod:`.auto`, :mod:`.watched_cells`) and, lazily, :mod:`.repairs`; at import time nothing of
 :mod:`nbrefine.engine` but its settings.
 """
 
@@ -22,8 +22,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from .._errors import RefineStop
 from ..engine.config import Refine
 from .auto import MODES, AutoMode
-from .cells import watch_cells
 from .options import help_text, refine_arguments
+from .watched_cells import watch_cells
 
 if TYPE_CHECKING:
     from .repairs import Repairs
@@ -45,7 +45,7 @@ class RefineMagics(Magics):
         self.auto.set_mode(settings.auto)
         settings.observe(lambda change: self.auto.set_mode(change["new"]), names="auto")
         settings.observe(lambda change: self.auto.snapshots(change["new"]), names="auto_snapshot")
-        # In a notebook, the extension keeps the kernel told of the notebook's cells (.cells).
+        # In a notebook, the extension keeps the kernel told of the notebook's cells (.watched_cells).
         self.cells_comm = watch_cells() if getattr(shell, "kernel", None) is not None else None
 
     @property

@@ -35,7 +35,7 @@ from ..engine import (
     UnverifiedFixError,
     apply_policy_line,
     current,
-    kernel_gate,
+    kernel_policy_holder,
     last_session,
     partial_run_note,
     plain_python,
@@ -47,9 +47,9 @@ from ..grounding.capture import Failure, capture_failure
 from ..grounding.history import ExecutedCell, NotebookCell
 from ..sandbox import SandboxOptions, Snapshot, TrialPolicy, call_in_fork, run_checks
 from ._kernel_secrets import connection_paths, forget_kernel_secrets
-from .cells import take_told_cells
 from .options import LINE_COMMANDS
 from .progress import Progress, say_accepted, stop_message
+from .watched_cells import take_told_cells
 
 if TYPE_CHECKING:
     from .magics import RefineMagics
@@ -387,7 +387,7 @@ class Repairs:
     def _policy_command(self, arguments: str) -> None:
         """``%refine policy --mode hint --max-hints 3 --lock``: an instructor's setup cell."""
         if not arguments:
-            policy = kernel_gate().policy
+            policy = kernel_policy_holder().policy
             print(f"nbrefine: {policy.describe()} (set by {policy.source})")
             return
         try:
@@ -497,7 +497,7 @@ def _check(run: CellRun) -> None:
 
 def _teaching_policy(mode: str | None, max_hints: int | None) -> TeachingPolicy:
     try:
-        return kernel_gate().effective(mode, max_hints)
+        return kernel_policy_holder().effective(mode, max_hints)
     except (PolicyLockedError, ValueError) as err:
         raise UsageError(str(err)) from None
 

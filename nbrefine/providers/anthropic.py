@@ -14,7 +14,7 @@ is kept as ``__cause__`` for debugging. Things the SDK (2.x) does that this modu
 * a stream that just ends (no ``message_stop``) is not an error to the SDK at all.
 
 May import: the standard library, the ``anthropic`` SDK, :mod:`nbrefine._errors` and this package's
-``base``, ``_client`` and ``_text``; never the sandbox, the engine, IPython or the CLI.
+``base``, ``_sdk_client`` and ``_text``; never the sandbox, the engine, IPython or the CLI.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import anthropic
 
 from nbrefine._errors import ProviderConfigError, ProviderError, ProviderReplyError
-from nbrefine.providers._client import LazyClient, make_client
+from nbrefine.providers._sdk_client import LazyClient, make_client
 from nbrefine.providers._sdk_errors import Service, in_stream_error, translate
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 

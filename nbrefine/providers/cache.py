@@ -3,7 +3,7 @@
 The key is the whole request as the model would see it — the cell source, the error with its
 signature, the summaries of the state, the earlier attempts and the mode are all in it — plus
 the provider and the model. The replies are kept in memory in a :class:`ResponseStore`, the
-kernel's own for the life of the kernel (:mod:`nbrefine.engine.state` holds it); off with
+kernel's own for the life of the kernel (:mod:`nbrefine.engine.kernel_state` holds it); off with
 ``Refine.response_cache = False`` or ``%%refine --no-cache``.
 
 May import: the standard library and ``nbrefine.providers.base``;

@@ -16,7 +16,7 @@ kept as ``__cause__``. Things the SDK does that this module guards:
 * a stream that just ends (no ``finish_reason``, no ``[DONE]``) is not an error to the SDK.
 
 May import: the standard library, the ``openai`` SDK (only when the first request is made),
-:mod:`nbrefine._errors` and this package's ``base``, ``_client`` and ``_text``;
+:mod:`nbrefine._errors` and this package's ``base``, ``_sdk_client`` and ``_text``;
 never the sandbox, the engine, IPython or the CLI.
 """
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from nbrefine._errors import ProviderConfigError, ProviderError, ProviderReplyError
-from nbrefine.providers._client import LazyClient, make_client
+from nbrefine.providers._sdk_client import LazyClient, make_client
 from nbrefine.providers._sdk_errors import Service, in_stream_error, translate
 from nbrefine.providers.base import ProviderReply, ProviderRequest, TextCallback
 

@@ -17,7 +17,7 @@ from typing import Any
 from .._version import __version__
 from ..grounding.text import clip
 from ..headless.fixer import CellResult, FixOptions, ProviderChoice, RunResult
-from ..headless.notebook import first_line
+from ..headless.notebook_files import first_line
 
 __all__ = ["OFFLINE_HINT", "report_data", "report_json", "report_markdown", "summary_text"]
 

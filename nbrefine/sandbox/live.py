@@ -36,7 +36,7 @@ from typing import Any
 
 from .._errors import PolicyRefusal
 from .hardening.audit import make_audit_hook
-from .hardening.policy import TrialPolicy
+from .hardening.trial_policy import TrialPolicy
 
 __all__ = ["LiveRefusal", "arm", "confined", "disarm", "is_armed"]
 

@@ -26,7 +26,7 @@ from nbrefine.providers.base import ProviderReply
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 
 from fake_anthropic import FakeAnthropic
-from test_runner import FAILING, FIX_REPLY, TOGETHER, notebook
+from test_client import FAILING, FIX_REPLY, TOGETHER, notebook
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("clean_env_in_tmp")]
 

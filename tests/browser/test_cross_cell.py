@@ -83,7 +83,7 @@ CROSS_DOCS = "panel-cross-cell.png"
 # What a repair does first: read the latest list the frontend sent (kept unread until the
 # engine loads, so passing cells pay nothing), then the kernel state holds it.
 PROBE = (
-    "import json as _json\nfrom nbrefine.ipython.cells import take_told_cells as _take\n"
+    "import json as _json\nfrom nbrefine.ipython.watched_cells import take_told_cells as _take\n"
     "from nbrefine.engine import current as _current\n_take()\n"
     "print(_json.dumps([[c.cell_id, c.source, c.readonly] for c in _current().notebook]))"
 )

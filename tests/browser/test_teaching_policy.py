@@ -23,7 +23,7 @@ SETUP_CELL = "%load_ext nbrefine\n%refine policy"  # what a student may run late
 PROBE = (
     "import sys as _s, json as _j\n"
     "_t = _s.modules.get('nbrefine.engine')\n"
-    "print(_j.dumps(_t.kernel_gate().policy.describe() if _t else None))"
+    "print(_j.dumps(_t.kernel_policy_holder().policy.describe() if _t else None))"
 )
 
 

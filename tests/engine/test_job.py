@@ -24,7 +24,7 @@ from nbrefine.engine import (
     undo_rebinds,
 )
 from nbrefine.engine.config import Refine
-from nbrefine.engine.state import reset
+from nbrefine.engine.kernel_state import reset
 from nbrefine.engine.types import Attempt, LoopResult
 from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import capture_failure

@@ -24,7 +24,7 @@ from nbrefine.engine.teaching import (
     TEACHING_SYSTEM_PROMPT,
     HintLedger,
     OfflineTutor,
-    PolicyGate,
+    PolicyHolder,
     PolicyLockedError,
     TeachingPolicy,
     guard_reply,
@@ -724,7 +724,7 @@ def test_policy_from_metadata_and_its_validation():
 
 def test_notebook_metadata_policy_installs_in_a_kernel_gate():
     import nbrefine.engine as teaching
-    from nbrefine.engine.state import reset
+    from nbrefine.engine.kernel_state import reset
 
     metadata = {"nbrefine": {"mode": "hint", "max_hints": 3, "allow_solution": False, "lock": True}}
     policy = teaching.notebook_policy(metadata)
@@ -734,13 +734,13 @@ def test_notebook_metadata_policy_installs_in_a_kernel_gate():
     reset()
     try:
         teaching.install_notebook_policy(policy)
-        assert teaching.kernel_gate().policy == TeachingPolicy("hint", 3, locked=True)
-        assert teaching.kernel_gate().policy.source == "notebook metadata"
+        assert teaching.kernel_policy_holder().policy == TeachingPolicy("hint", 3, locked=True)
+        assert teaching.kernel_policy_holder().policy.source == "notebook metadata"
         with pytest.raises(PolicyLockedError):
             teaching.install_notebook_policy({"mode": "fix"})
     finally:
         reset()
-    assert teaching.kernel_gate().policy == TeachingPolicy()
+    assert teaching.kernel_policy_holder().policy == TeachingPolicy()
 
 
 def test_strictness_orders_the_modes():
@@ -782,7 +782,7 @@ def test_strictness_orders_the_modes():
     ],
 )
 def test_a_locked_gate_refuses_to_loosen(locked: TeachingPolicy, loosened: TeachingPolicy, what: str):
-    gate = PolicyGate(locked)
+    gate = PolicyHolder(locked)
     with pytest.raises(PolicyLockedError) as info:
         gate.set(loosened)
     message = str(info.value)
@@ -795,7 +795,7 @@ def test_a_locked_gate_refuses_to_loosen(locked: TeachingPolicy, loosened: Teach
 
 
 def test_config_and_cell_options_cannot_loosen_a_locked_policy_but_may_tighten_it():
-    gate = PolicyGate()
+    gate = PolicyHolder()
     apply_policy_line("--mode hint --max-hints 3 --lock", gate)
     assert gate.policy == TeachingPolicy("hint", 3, locked=True) and gate.policy.source == "setup cell"
     for loosen in (
@@ -819,7 +819,7 @@ def test_config_and_cell_options_cannot_loosen_a_locked_policy_but_may_tighten_i
 
 
 def test_an_unlocked_gate_allows_anything():
-    gate = PolicyGate(TeachingPolicy("explain", 1))
+    gate = PolicyHolder(TeachingPolicy("explain", 1))
     for policy in (
         TeachingPolicy("fix"),
         TeachingPolicy("graduated", 3, allow_solution=True),
@@ -857,7 +857,7 @@ def test_policy_line_parsing():
             parse_policy_args(words)
         assert one_line(str(info.value)) and str(info.value).startswith("%refine policy: ")
     with pytest.raises(ValueError, match="cannot parse"):
-        apply_policy_line("--mode 'hint", PolicyGate())
+        apply_policy_line("--mode 'hint", PolicyHolder())
 
 
 def test_describe_is_plain():

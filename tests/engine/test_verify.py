@@ -1,4 +1,4 @@
-"""The "verified" gate and the state fingerprints of nbrefine.engine.verify (issue 10, items 7 and 8)."""
+"""The "verified" verifier and the state fingerprints of nbrefine.engine.verify (issue 10, items 7 and 8)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from nbrefine.engine.verify import (
     FINGERPRINT_CAP,
-    Gate,
+    ChecksVerifier,
     _nbrefine_fingerprints,
     changed_names,
     drift,
@@ -35,7 +35,9 @@ PASSED = TrialOutcome("passed")
 
 
 def reason(original: str, candidate: str, *, lines: tuple[int, ...] = (), checks: int = 0, **kw) -> str:
-    return Gate(original, checks, lines, **kw)(candidate, TrialOutcome("passed", checks_total=checks))
+    return ChecksVerifier(original, checks, lines, **kw)(
+        candidate, TrialOutcome("passed", checks_total=checks)
+    )
 
 
 # --------------------------------------------------------------------------- asserts
@@ -64,13 +66,13 @@ def test_an_assert_moved_off_the_top_level_or_into_dead_code_changes_the_checks(
 
 def test_a_crashing_assert_may_change_the_names_its_failure_blamed_and_nothing_else():
     failure = Failure("NameError", "name 'totl' is not defined", lineno=2)
-    gate = Gate.for_failures("total = sum(items)\nassert totl == 7", [failure], 0)
-    assert gate("total = sum(items)\nassert total == 7", PASSED) == ""
-    assert "drops" in gate("total = sum(items)\nassert total == 8", PASSED)
-    assert "drops" in gate("total = sum(items)\nassert 7 == 7", PASSED)
+    verifier = ChecksVerifier.for_failures("total = sum(items)\nassert totl == 7", [failure], 0)
+    assert verifier("total = sum(items)\nassert total == 7", PASSED) == ""
+    assert "drops" in verifier("total = sum(items)\nassert total == 8", PASSED)
+    assert "drops" in verifier("total = sum(items)\nassert 7 == 7", PASSED)
     # An AssertionError blames nothing: the assert itself is what is checked.
     failed = Failure("AssertionError", "'totl'", lineno=2)
-    strict = Gate.for_failures("assert totl == 7", [failed], 0)
+    strict = ChecksVerifier.for_failures("assert totl == 7", [failed], 0)
     assert "drops" in strict("assert total == 7", PASSED)
 
 
@@ -170,16 +172,16 @@ def test_what_the_candidate_adds_counts_even_where_the_original_already_did_it_o
 
 
 def test_the_trial_outcome_counts_its_suspect_and_the_checks_it_ran():
-    gate = Gate("x = 1", 2)
-    assert gate("x = 2", TrialOutcome("passed", checks_total=2)) == ""
-    assert gate("x = 2", TrialOutcome("passed", checks_total=1)) == "the trial ran 1 of its 2 checks"
+    verifier = ChecksVerifier("x = 1", 2)
+    assert verifier("x = 2", TrialOutcome("passed", checks_total=2)) == ""
+    assert verifier("x = 2", TrialOutcome("passed", checks_total=1)) == "the trial ran 1 of its 2 checks"
     flagged = TrialOutcome("passed", checks_total=2, suspect="`assert x == 1` compares a Weird")
-    assert gate("x = 2", flagged) == "the trial flagged its pass: `assert x == 1` compares a Weird"
+    assert verifier("x = 2", flagged) == "the trial flagged its pass: `assert x == 1` compares a Weird"
 
 
 def test_ipython_syntax_is_transformed_before_it_is_read():
-    gate = Gate("%time total = sum(value)", transform=lambda code: code.replace("%time ", ""))
-    assert gate("%time total = sum(values)", PASSED) == ""
+    verifier = ChecksVerifier("%time total = sum(value)", transform=lambda code: code.replace("%time ", ""))
+    assert verifier("%time total = sum(values)", PASSED) == ""
 
 
 # --------------------------------------------------------------------------- names and fingerprints
@@ -257,9 +259,9 @@ def test_a_transform_that_fails_on_the_broken_cell_does_not_break_the_gate():
         return code
 
     original = "def f(x):\n    y = x\n  return y\nassert f(1) == 1"
-    gate = Gate(original, transform=ipython_like)
-    assert gate("def f(x):\n    y = x\n    return y\nassert f(1) == 1", PASSED) == ""
-    assert "drops `assert f(1) == 1`" in gate("def f(x):\n    y = x\n    return y", PASSED)
+    verifier = ChecksVerifier(original, transform=ipython_like)
+    assert verifier("def f(x):\n    y = x\n    return y\nassert f(1) == 1", PASSED) == ""
+    assert "drops `assert f(1) == 1`" in verifier("def f(x):\n    y = x\n    return y", PASSED)
 
 
 # ------------------------------------------- an original that does not parse (issue 18, item 7)

@@ -231,7 +231,7 @@ def frontend_line(meta: object) -> str:
 
 
 def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_runs(shell, capsys):
-    from nbrefine.engine import TeachingPolicy, kernel_gate
+    from nbrefine.engine import TeachingPolicy, kernel_policy_holder
 
     shell.run_line_magic("unload_ext", "nbrefine")  # a fresh kernel: nothing of nbrefine loaded
     names = set(shell.user_ns)
@@ -239,7 +239,7 @@ def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_
         frontend_line({"mode": "hint", "max_hints": 2, "lock": True}), store_history=False, silent=True
     )
     assert result.success, result.error_in_exec
-    assert kernel_gate().policy == TeachingPolicy("hint", 2, locked=True)
+    assert kernel_policy_holder().policy == TeachingPolicy("hint", 2, locked=True)
     assert set(shell.user_ns) == names  # nothing bound in the student's namespace
     shell.run_line_magic("config", "Refine.provider = 'offline'")
     capsys.readouterr()
@@ -256,15 +256,15 @@ def test_the_extensions_silent_line_applies_the_notebook_policy_before_anything_
     assert isinstance(bad.error_in_exec, KernelCallError)
     assert "unknown key 'max_hint'" in str(bad.error_in_exec)
     assert str(bad.error_in_exec).startswith("open_notebook: ValueError: nbrefine metadata: ")
-    assert kernel_gate().policy == TeachingPolicy("hint", 2, locked=True)
+    assert kernel_policy_holder().policy == TeachingPolicy("hint", 2, locked=True)
 
 
 def test_a_fix_mode_notebook_policy_turns_nothing_on(shell):
-    from nbrefine.engine import kernel_gate
+    from nbrefine.engine import kernel_policy_holder
 
     shell.run_line_magic("config", "Refine.auto = 'on'")
     result = shell.run_cell(frontend_line({"mode": "fix"}), store_history=False, silent=True)
-    assert result.success and kernel_gate().policy.mode == "fix"
+    assert result.success and kernel_policy_holder().policy.mode == "fix"
     settings = next(c for c in shell.configurables if type(c).__name__ == "Refine")
     assert settings.auto == "on"  # left as the user set it
 

@@ -46,7 +46,7 @@ def test_a_call_by_name_round_trips_json_in_one_request_and_binds_nothing(kernel
     seen = _in_kernel(
         kernel,
         "[(c.cell_id, c.source, c.solution) for c in"
-        " __import__('nbrefine.engine.state', fromlist=['_']).current().notebook]",
+        " __import__('nbrefine.engine.kernel_state', fromlist=['_']).current().notebook]",
     )
     assert seen == [["a", cells[0]["source"], False], ["b", "y = 2", True]]
     usage = kernel.call("usage")

@@ -21,7 +21,7 @@ HEAVY = (
     "nbrefine.engine.job",
     "nbrefine.engine.session",
     "nbrefine.engine.loop",
-    "nbrefine.engine.state",
+    "nbrefine.engine.kernel_state",
     "nbrefine.engine.teaching",
     "nbrefine.sandbox",
     "nbrefine.sandbox.fork",
@@ -70,7 +70,7 @@ for mode in ("off", "offer"):
     assert shell.run_cell("x = 1", store_history=True).success
     loaded(f"passing cell, auto {mode}")
 shell.run_line_magic("refine", "help")
-from nbrefine.ipython.cells import watch_cells
+from nbrefine.ipython.watched_cells import watch_cells
 watch_cells()  # in a kernel the magics open it; here the fake frontend answers
 frontend.send([{"id": "told-1", "source": "x = 1", "metadata": {}}])
 loaded("cells told")

@@ -219,7 +219,7 @@ def test_snapshot_trials_start_in_the_namespaces_it_prepared():
     """One IPC and one PID namespace, a /proc and a /dev of their own, entered once by the
     snapshot process: trials are pid 2, 3... there (not pid 1), see no host process, and find in
     /dev only the devices a program needs. Nothing is left once the snapshot is closed."""
-    from nbrefine.sandbox.hardening.policy import DEVICES
+    from nbrefine.sandbox.hardening.trial_policy import DEVICES
 
     before = set(children_of(os.getpid()))
     snap = Snapshot.take({}, Redactor(environ={}))

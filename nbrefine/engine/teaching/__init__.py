@@ -1,10 +1,10 @@
 """Teaching modes: explanations and graduated hints instead of answers.
 
-- :mod:`.policy`: the modes, the instructor's :class:`TeachingPolicy` and the :class:`PolicyGate`
+- :mod:`.policy`: the modes, the instructor's :class:`TeachingPolicy` and the :class:`PolicyHolder`
   that holds a kernel's policy and its lock;
 - :mod:`.hints`: hints per failing cell (:class:`HintLedger`) and what asking again gives
   (:func:`next_step`);
-- :mod:`.prompt`: the tutor's prompt (:func:`teaching_request`);
+- :mod:`.tutor_prompt`: the tutor's prompt (:func:`teaching_request`);
 - :mod:`.guard`: the guarantee that no code in a reply solves the cell (:func:`guard_reply`), and
   :mod:`.rewrite`: the reply without that code, every sentence reading whole (:func:`reads_whole`);
 - :mod:`.texts` and :mod:`.tutor`: the offline tutor, nbrefine's own explanations and hints
@@ -12,7 +12,7 @@
 - :mod:`.turn`: one teaching turn (:func:`teach`), which the session runs; a reply left too little
   once its code is withheld is asked for again, saying why.
 
-The kernel's own gate and ledger are kept by :mod:`nbrefine.engine.state` (``kernel_gate()``,
+The kernel's own gate and ledger are kept by :mod:`nbrefine.engine.kernel_state` (``kernel_policy_holder()``,
 ``kernel_ledger()``, ``install_notebook_policy``, ``apply_policy_line``).
 
 Inside, imports go one way: policy, then hints, then prompt, rewrite, guard and texts, then tutor,
@@ -29,16 +29,16 @@ from ..modes import MODES, TEACHING_MODES
 from .guard import GuardedReply, SnippetCheck, guard_reply
 from .hints import HintLedger, TeachingStep, next_step
 from .policy import (
-    PolicyGate,
+    PolicyHolder,
     TeachingPolicy,
     notebook_policy,
     parse_policy_args,
     policy_from_notebook,
 )
-from .prompt import TEACHING_SYSTEM_PROMPT, teaching_request
 from .rewrite import reads_whole, withheld_note
 from .turn import TeachingResult, teach
 from .tutor import OfflineTutor, tutor_text
+from .tutor_prompt import TEACHING_SYSTEM_PROMPT, teaching_request
 
 __all__ = [
     "MODES",
@@ -47,7 +47,7 @@ __all__ = [
     "GuardedReply",
     "HintLedger",
     "OfflineTutor",
-    "PolicyGate",
+    "PolicyHolder",
     "PolicyLockedError",
     "SnippetCheck",
     "TeachingPolicy",

@@ -1,4 +1,4 @@
-"""The teaching policy, and the gate that holds a kernel's policy and its lock.
+"""The teaching policy, and the holder of a kernel's policy and its lock.
 
 ``Refine.mode`` picks how nbrefine answers a failing cell:
 
@@ -11,7 +11,7 @@
 An instructor sets a :class:`TeachingPolicy` with a setup cell
 (``%refine policy --mode hint --max-hints 3 --lock``) or in the notebook metadata
 (``"nbrefine": {"mode": "hint", "max_hints": 3, "allow_solution": false, "lock": true}``).
-A :class:`PolicyGate` holds it (the kernel's own gate is kept by :mod:`nbrefine.engine.state`);
+A :class:`PolicyHolder` holds it (the kernel's own holder is kept by :mod:`nbrefine.engine.kernel_state`);
 once locked, ``%config`` and per-cell options can only tighten it. That lock stops accidental and
 casual loosening; it is no security boundary: anyone with access to the kernel can restart it
 without the setup cell or reach into this module.
@@ -236,7 +236,7 @@ def _locked_message(current: TeachingPolicy, what: str) -> str:
     )
 
 
-class PolicyGate:
+class PolicyHolder:
     """The kernel-wide teaching policy. :meth:`set` refuses to loosen a locked policy."""
 
     def __init__(self, policy: TeachingPolicy | None = None) -> None:
@@ -285,7 +285,7 @@ class PolicyGate:
         return policy
 
     def apply_line(self, line: str, *, source: str = "setup cell") -> TeachingPolicy:
-        """``%refine policy ARGS``: parse ``ARGS`` on top of this gate's policy and set it.
+        """``%refine policy ARGS``: parse ``ARGS`` on top of this holder's policy and set it.
         ``ValueError`` for bad options, :class:`PolicyLockedError` for a loosening."""
         try:
             words = shlex.split(line)

@@ -20,9 +20,9 @@ from ..types import EventCallback, TrialRunner, emit
 from .guard import GuardedReply, guard_reply
 from .hints import HintLedger, StepKind, TeachingStep, exhausted_text, next_step
 from .policy import TeachingPolicy
-from .prompt import teaching_request
 from .rewrite import complete_sentences, prose_words, reads_whole
 from .tutor import OfflineTutor
+from .tutor_prompt import teaching_request
 
 #: What one request for help came to (see :class:`TeachingResult`).
 TeachingStatus = Literal["hint", "exhausted", "fix_loop", "error"]

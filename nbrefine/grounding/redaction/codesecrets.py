@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..markers import _CREDENTIAL_MARKER, _MARKER_RE
-from .names import _secret_env_name, is_login_name
+from .credential_names import _secret_env_name, is_login_name
 
 _MAX_ITEMS = 256  # literals taken from one container value
 _PAIR_NAME_CHARS = 16  # the first item of a pair shorter than this is taken as a user name

@@ -52,7 +52,7 @@ from .codesecrets import (
     credential_tuple_password,
     secret_literals,
 )
-from .names import _has_neutral_word, _secret_env_name, _secret_name, is_login_name
+from .credential_names import _has_neutral_word, _secret_env_name, _secret_name, is_login_name
 from .rules import (
     _ALNUM_RE,
     _ASSIGN_RE,
@@ -691,7 +691,7 @@ class Redactor:
     def _named_finding(text: str, start: int, kind: str) -> bool:
         """Whether a quoted value found by detect-secrets' keyword or high-entropy plugin is a
         secret by our reading of the name it is given to: not when the name is about a
-        credential (``API_KEY_ENV = "…"``, ``password_length: "…"``: see names.py), nor
+        credential (``API_KEY_ENV = "…"``, ``password_length: "…"``: see credential_names.py), nor
         ``user, password = "bob", "…"`` ("bob" is the user's; code: see redact_code); a random
         string is not one under an identifier's name (``"id": "toolu_01D7FLrfh4…"``)."""
         line_start = text.rfind("\n", 0, start) + 1

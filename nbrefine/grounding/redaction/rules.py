@@ -232,7 +232,8 @@ def _tuple_target(text: str, start: int) -> bool:
     return _TUPLE_TARGETS_BEFORE_RE.search(text, line_start, start) is not None
 
 
-# What the key of a `key=value` holds when it is a credential's (see Redactor._kv_secret and names.py).
+# What the key of a `key=value` holds when it is a credential's (see Redactor._kv_secret and
+# credential_names.py).
 _KV_STEMS = (
     "pass", "pw", "token", "secret", "cred", "auth", "bearer", "cookie", "key", "session", "sig", "sas",
 )  # fmt: skip

@@ -12,11 +12,11 @@ Nothing here executes user code: objects are only inspected through cheap, side-
 reads (module dictionaries, static class attributes, ``DataFrame.columns``, dict keys).
 
 This module holds the provider (its memory of ranked candidates per code and error) and
-:func:`propose_fixes`, which hands the failure to the fixer for its error type: ``names``
+:func:`propose_fixes`, which hands the failure to the fixer for its error type: ``undefined_names``
 (NameError), ``attributes``, ``keys``, ``imports`` (ModuleNotFoundError, ImportError),
 ``unbound`` (UnboundLocalError), ``coercions`` (TypeError), ``syntax`` (SyntaxError and
-indentation). What the fixers share: ``source`` (positions and edits, :class:`Fix`), ``magics``
-(IPython magic lines), ``state`` (what a fixer works with), ``lookups`` (safe reads of kernel
+indentation). What the fixers share: ``source`` (positions and edits, :class:`Fix`), ``magic_lines``
+(IPython magic lines), ``failure_site`` (what a fixer works with), ``lookups`` (safe reads of kernel
 objects), ``scopes`` (where a name is assigned, every use of one binding), ``spelling`` (close
 matches) and ``importable`` (which modules exist).
 
@@ -34,14 +34,14 @@ from typing import Any
 from ..base import DECLINED, ProviderReply, ProviderRequest, RepairContext, TextCallback
 from .attributes import _fix_attribute
 from .coercions import _fix_type
+from .failure_site import _FailureSite
 from .importable import _top_modules as _top_modules
 from .imports import _fix_module
 from .keys import _fix_key
-from .names import _fix_name
 from .source import Fix, _NoFix, _Source
-from .state import _State
 from .syntax import _fix_syntax
 from .unbound import _fix_unbound
+from .undefined_names import _fix_name
 
 __all__ = ["Fix", "OfflineProvider", "propose_fixes"]
 # Code outside this package also takes private names from here: bench_offline's ``_top_modules``
@@ -227,7 +227,7 @@ def propose_fixes(context: RepairContext) -> tuple[list[Fix], str]:
     if fixer is None:
         return [], default
     src = _Source(context.code)
-    state = _State(context, src)
+    state = _FailureSite(context, src)
     try:
         fixes, reason = fixer(state)
     except _NoFix as why:
@@ -243,7 +243,7 @@ def propose_fixes(context: RepairContext) -> tuple[list[Fix], str]:
     return unique, reason or default
 
 
-_Fixer = Callable[[_State], tuple[list[Fix], str]]
+_Fixer = Callable[[_FailureSite], tuple[list[Fix], str]]
 _FIXERS: dict[str, _Fixer] = {
     "NameError": _fix_name,
     "AttributeError": _fix_attribute,

@@ -1,7 +1,7 @@
 """The AttributeError fixer: a misspelt attribute or method, a method spelt as in another
 language (``list.push``), a DataFrame column used as an attribute.
 
-May import: the standard library, the shared modules of this package (``source``, ``state``,
+May import: the standard library, the shared modules of this package (``source``, ``failure_site``,
 ``lookups``, ``spelling``), never another fixer; never the sandbox, the engine, IPython or the CLI
 (the offline tier only reads what the failure context gives it)."""
 
@@ -18,10 +18,10 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
+from .failure_site import _FailureSite
 from .lookups import _MISSING, _CannotEval, _is_dataframe, _keys_of, _names_of, _safe_getattr, _TypeOnly
 from .source import Fix, _NoFix, _quote_style
 from .spelling import _close_matches
-from .state import _State
 
 _ATTRIBUTE_MESSAGES = (
     re.compile(r"^'(?P<type>[\w.]+)' object has no attribute '(?P<attr>\w+)'"),
@@ -85,7 +85,7 @@ def _loaded_class(name: str) -> type | None:
     return next(iter(found.values()), None)
 
 
-def _fix_attribute(state: _State) -> tuple[list[Fix], str]:
+def _fix_attribute(state: _FailureSite) -> tuple[list[Fix], str]:
     match = None
     for pattern in _ATTRIBUTE_MESSAGES:
         match = pattern.match(state.message)

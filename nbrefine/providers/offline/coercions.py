@@ -1,6 +1,6 @@
 """The TypeError fixer: str/number mix-ups (``"a" + 1``, ``"2" * 1.5``, ``"3" < 4``, ``range(2.0)``).
 
-May import: the standard library, the shared modules of this package (``source``, ``state``,
+May import: the standard library, the shared modules of this package (``source``, ``failure_site``,
 ``lookups``), never another fixer; never the sandbox, the engine, IPython or the CLI (the offline
 tier only reads what the failure context gives it)."""
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 import re
 
+from .failure_site import _FailureSite
 from .lookups import _canonical_type
 from .source import Fix, _NoFix, _Source
-from .state import _State
 
 _OPS: dict[str, type[ast.operator]] = {
     "+": ast.Add,
@@ -25,7 +25,7 @@ _OPS: dict[str, type[ast.operator]] = {
 _NUMBERS = ("int", "float", "int64", "int32", "float64", "float32")
 
 
-def _fix_type(state: _State) -> tuple[list[Fix], str]:
+def _fix_type(state: _FailureSite) -> tuple[list[Fix], str]:
     message = state.message
     concat = re.match(r'can only concatenate str \(not "([\w.]+)"\) to str', message)
     if concat:
@@ -46,7 +46,7 @@ def _fix_type(state: _State) -> tuple[list[Fix], str]:
     raise _NoFix("")
 
 
-def _binary_nodes(state: _State, op: type[ast.operator]) -> list[tuple[ast.AST, ast.expr, ast.expr]]:
+def _binary_nodes(state: _FailureSite, op: type[ast.operator]) -> list[tuple[ast.AST, ast.expr, ast.expr]]:
     found: list[tuple[ast.AST, ast.expr, ast.expr]] = []
     for node in state.failing_nodes():
         if isinstance(node, ast.BinOp) and isinstance(node.op, op):
@@ -61,7 +61,7 @@ def _wrap(src: _Source, node: ast.expr, function: str) -> tuple[int, int, str]:
     return start, end, f"{function}({src.code[start:end]})"
 
 
-def _fix_concat(state: _State, other: str) -> tuple[list[Fix], str]:
+def _fix_concat(state: _FailureSite, other: str) -> tuple[list[Fix], str]:
     src = state.src
     exact: list[ast.expr] = []
     loose: list[ast.expr] = []
@@ -82,12 +82,12 @@ def _fix_concat(state: _State, other: str) -> tuple[list[Fix], str]:
     return [src.fix(edits, why)], ""
 
 
-def _str_value(state: _State, node: ast.expr) -> str | None:
+def _str_value(state: _FailureSite, node: ast.expr) -> str | None:
     value = state.try_evaluate(node)
     return value if isinstance(value, str) else None
 
 
-def _number_function(state: _State, node: ast.expr, other: str) -> list[str]:
+def _number_function(state: _FailureSite, node: ast.expr, other: str) -> list[str]:
     """``int``/``float`` to turn the str operand ``node`` into a number (best first)."""
     text = _str_value(state, node)
     if text is not None:
@@ -104,7 +104,7 @@ def _number_function(state: _State, node: ast.expr, other: str) -> list[str]:
     return ["int", "float"] if other.startswith("int") else ["float"]
 
 
-def _fix_operands(state: _State, op: str, left: str, right: str) -> tuple[list[Fix], str]:
+def _fix_operands(state: _FailureSite, op: str, left: str, right: str) -> tuple[list[Fix], str]:
     op_type = _OPS.get(op)
     if op_type is None or "NoneType" in (left, right):
         raise _NoFix("")
@@ -131,7 +131,7 @@ def _fix_operands(state: _State, op: str, left: str, right: str) -> tuple[list[F
     return fixes, ""
 
 
-def _fix_str_times_float(state: _State) -> tuple[list[Fix], str]:
+def _fix_str_times_float(state: _FailureSite) -> tuple[list[Fix], str]:
     """``rate * 2.0`` where ``rate`` is a str holding a number: ``float(rate) * 2.0``."""
     src = state.src
     matches = []
@@ -150,7 +150,7 @@ def _fix_str_times_float(state: _State) -> tuple[list[Fix], str]:
     return [src.fix([_wrap(src, node, "float")], why)], ""
 
 
-def _fix_compare(state: _State, left: str, right: str) -> tuple[list[Fix], str]:
+def _fix_compare(state: _FailureSite, left: str, right: str) -> tuple[list[Fix], str]:
     if "str" not in (left, right) or not ({left, right} & set(_NUMBERS)):
         raise _NoFix("")
     src = state.src
@@ -172,7 +172,7 @@ def _fix_compare(state: _State, left: str, right: str) -> tuple[list[Fix], str]:
     return fixes, ""
 
 
-def _fix_range(state: _State, type_name: str) -> tuple[list[Fix], str]:
+def _fix_range(state: _FailureSite, type_name: str) -> tuple[list[Fix], str]:
     src = state.src
     edits = []
     for node in state.failing_nodes():

@@ -3,7 +3,7 @@
 A module that is not there is usually a package that is not installed: then the reason to
 decline says what to ``%pip install``.
 
-May import: the standard library, the shared modules of this package (``source``, ``state``,
+May import: the standard library, the shared modules of this package (``source``, ``failure_site``,
 ``scopes``, ``spelling``, ``importable``), never another fixer; never the sandbox, the engine,
 IPython or the CLI (the offline tier only reads what the failure context gives it)."""
 
@@ -13,14 +13,14 @@ import ast
 import re
 import sys
 
+from .failure_site import _FailureSite
 from .importable import _IMPORT_NAMES, _KNOWN_PACKAGES, PIP_NAMES, _importable, _submodules, _top_modules
 from .scopes import _name_nodes
 from .source import Fix, _NoFix, _Source
 from .spelling import _close_matches
-from .state import _State
 
 
-def _fix_module(state: _State) -> tuple[list[Fix], str]:
+def _fix_module(state: _FailureSite) -> tuple[list[Fix], str]:
     match = re.match(r"No module named '([\w.]+)'", state.message)
     if not match:
         if state.failure.error_type == "ImportError":
@@ -104,7 +104,7 @@ def _module_edits(
     return edits
 
 
-def _fix_import_name(state: _State) -> tuple[list[Fix], str]:
+def _fix_import_name(state: _FailureSite) -> tuple[list[Fix], str]:
     match = re.match(r"cannot import name '(\w+)' from '([\w.]+)'", state.message)
     if not match:
         raise _NoFix("")

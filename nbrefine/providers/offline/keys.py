@@ -3,7 +3,7 @@
 The keys come from the failing frame's summary of the container, the namespace value and the
 keys the cell itself sets.
 
-May import: the standard library, the shared modules of this package (``source``, ``state``,
+May import: the standard library, the shared modules of this package (``source``, ``failure_site``,
 ``lookups``, ``scopes``, ``spelling``), never another fixer; never the sandbox, the engine, IPython
 or the CLI (the offline tier only reads what the failure context gives it)."""
 
@@ -15,11 +15,11 @@ import io
 import re
 import tokenize
 
+from .failure_site import _FailureSite
 from .lookups import _MISSING, _is_dataframe, _keys_of
 from .scopes import _assigned_plainly
 from .source import Fix, _NoFix, _Source
 from .spelling import _close_matches
-from .state import _State
 
 _PANDAS_KEY_MESSAGES = (
     re.compile(r"not in index$"),
@@ -85,7 +85,7 @@ def _root_name(node: ast.expr) -> ast.Name | None:
     return node
 
 
-def _containers_for(state: _State, literal: ast.Constant) -> list[tuple[ast.expr, str]]:
+def _containers_for(state: _FailureSite, literal: ast.Constant) -> list[tuple[ast.expr, str]]:
     """Expressions whose keys ``literal`` should be one of, with the kind of keys."""
     parents = state.src.parents
     child: ast.AST = literal
@@ -120,7 +120,7 @@ def _is_inside(parents: dict[ast.AST, ast.AST], node: ast.AST, ancestor: ast.AST
     return False
 
 
-def _pool_for(state: _State, container: ast.expr, kind: str) -> tuple[list[str] | None, str]:
+def _pool_for(state: _FailureSite, container: ast.expr, kind: str) -> tuple[list[str] | None, str]:
     """The keys (or columns, or row labels) ``container`` has, and what to call them.
 
     What the failing frame held comes first: the failure's summary of the container (an
@@ -151,7 +151,7 @@ def _pool_for(state: _State, container: ast.expr, kind: str) -> tuple[list[str] 
     return (seen or []) + (keys or []) + made, label
 
 
-def _rebound(state: _State, name: str) -> bool:
+def _rebound(state: _FailureSite, name: str) -> bool:
     """Whether the cell binds ``name`` itself (at its top level, or as a local where it failed)."""
     tree = state.src.tree
     return name in state.local_names() or (tree is not None and _assigned_plainly(tree, name))
@@ -162,7 +162,7 @@ _COLUMN_ENTRY = re.compile(r"(?:^|, )(.+?): ([A-Za-z]\w*(?:\[[^\]]*\])?)(?=, |$)
 _MAPPING_TYPES = frozenset({"dict", "defaultdict", "OrderedDict", "Counter"})
 
 
-def _keys_seen(state: _State, container: ast.expr) -> tuple[list[str] | None, str]:
+def _keys_seen(state: _FailureSite, container: ast.expr) -> tuple[list[str] | None, str]:
     """String keys of ``container`` read from its summary in the failure (the failing frame's
     object), and what to call them; (None, "") when the failure has no usable summary."""
     try:
@@ -224,7 +224,7 @@ def _literal_strings(text: str, follower: str) -> list[str]:
     return keys
 
 
-def _keys_set_in_cell(state: _State, container: ast.expr) -> list[str]:
+def _keys_set_in_cell(state: _FailureSite, container: ast.expr) -> list[str]:
     """String keys the cell itself gives ``container``: ``df["new"] = ...``, and the literal
     keys of ``d = {...}``, ``d = dict(a=...)`` or ``df = pd.DataFrame({...})``."""
     tree = state.src.tree
@@ -265,7 +265,7 @@ def _literal_keys(value: ast.expr) -> list[str]:
     return []
 
 
-def _fix_key(state: _State) -> tuple[list[Fix], str]:
+def _fix_key(state: _FailureSite) -> tuple[list[Fix], str]:
     keys = _missing_keys(state.message)
     if not keys:
         raise _NoFix("no quick fix for KeyError: the missing key is not a string")

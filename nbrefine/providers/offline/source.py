@@ -1,10 +1,10 @@
 """A cell's code as the fixers edit it: exact positions, edits, and the :class:`Fix` they make.
 
 :class:`_Source` maps the AST's (line, UTF-8 byte column) positions onto the code, parses it
-with IPython magic lines masked (see ``magics``), and applies non-overlapping edits; a fixer
+with IPython magic lines masked (see ``magic_lines``), and applies non-overlapping edits; a fixer
 that cannot go on raises :class:`_NoFix` with the reason to decline.
 
-May import: the standard library, ``magics``; never the sandbox, the engine, IPython or the CLI (the
+May import: the standard library, ``magic_lines``; never the sandbox, the engine, IPython or the CLI (the
 offline tier only reads what the failure context gives it)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .magics import _mask_line
+from .magic_lines import _mask_line
 
 
 @dataclass(frozen=True)

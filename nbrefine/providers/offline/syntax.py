@@ -4,8 +4,8 @@
 ``=`` for ``==``, mixed tabs, an unexpected or missing indentation. A candidate is kept only
 when it compiles, or fails on a later line than before.
 
-May import: the standard library, the shared modules of this package (``source``, ``magics``,
-``state``), never another fixer; never the sandbox, the engine, IPython or the CLI (the offline tier
+May import: the standard library, the shared modules of this package (``source``, ``magic_lines``,
+``failure_site``), never another fixer; never the sandbox, the engine, IPython or the CLI (the offline tier
 only reads what the failure context gives it)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import keyword
 import re
 import tokenize
 
-from .magics import _mask_line
+from .failure_site import _FailureSite
+from .magic_lines import _mask_line
 from .source import Fix, _comment_start, _indent_of, _indent_unit, _NoFix, _Source
-from .state import _State
 
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 _COMPOUND = re.compile(r"^\s*(if|elif|else|for|while|def|class|with|try|except|finally|async|match|case)\b")
@@ -35,7 +35,7 @@ def _compile_error(code: str) -> SyntaxError | None:
     return None
 
 
-def _fix_syntax(state: _State) -> tuple[list[Fix], str]:
+def _fix_syntax(state: _FailureSite) -> tuple[list[Fix], str]:
     src = state.src
     err = _compile_error(src.masked)
     if err is None or err.lineno is None:

@@ -1,7 +1,7 @@
 """The UnboundLocalError fixer: a missing ``global`` or ``nonlocal`` declaration.
 
 May import: the standard library, :mod:`nbrefine.grounding.scope`, the shared modules of this
-package (``source``, ``state``), never another fixer; never the sandbox, the engine, IPython or the
+package (``source``, ``failure_site``), never another fixer; never the sandbox, the engine, IPython or the
 CLI (the offline tier only reads what the failure context gives it)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import ast
 import re
 
 from ...grounding.scope import bound_names, scope_nodes
+from .failure_site import _FailureSite
 from .source import Fix, _indent_of, _NoFix
-from .state import _State
 
 
-def _fix_unbound(state: _State) -> tuple[list[Fix], str]:
+def _fix_unbound(state: _FailureSite) -> tuple[list[Fix], str]:
     match = re.match(
         r"(?:cannot access local variable '(\w+)'|local variable '(\w+)' referenced before assignment)",
         state.message,

@@ -29,14 +29,14 @@ streams are private and before the candidate runs. The layers, in the order appl
 7. **landlock**: writes only beneath the trial's scratch folder (and the working folder's
    view); credential files (home dotfiles, ``.env``, the kernel's connection file, the IPython
    history database; deleted from the working folder's view), other processes' ``/proc`` entries
-   and device nodes but :data:`.policy.DEVICES` are unreadable; no ioctl on a device outside
+   and device nodes but :data:`.trial_policy.DEVICES` are unreadable; no ioctl on a device outside
    ``/dev``; signals and abstract unix sockets scoped to the trial.
 8. **audit hook**: Python-level refusals with clear messages (connect, subprocess, exec,
    writes/deletes/renames outside scratch, kill) — the portable last line.
 
 Each layer is a module of this package (:mod:`.fds`, :mod:`.rlimits`, :mod:`.mappings`,
 :mod:`.namespaces` and :mod:`.shared_ns`, :mod:`.secrets`, :mod:`.seccomp`, :mod:`.landlock`,
-:mod:`.audit`; the policy in :mod:`.policy`); :func:`harden` applies them in that order and
+:mod:`.audit`; the policy in :mod:`.trial_policy`); :func:`harden` applies them in that order and
 :func:`prepare` finds ahead, in the snapshot process, what every trial would otherwise look up
 again, and enters the namespaces trials share.
 
@@ -64,11 +64,11 @@ from .namespaces import (
     overlay_working_folder,
     remove_from_view,
 )
-from .policy import PolicyRefusal, TrialPolicy
 from .rlimits import apply_rlimits, limit_cpu
 from .seccomp import SeccompProgram, install_seccomp, prepare_seccomp
 from .secrets import HOME_SECRETS, secret_paths, wipe_environment
 from .shared_ns import SharedNamespaces, enter_shared_namespaces
+from .trial_policy import PolicyRefusal, TrialPolicy
 
 __all__ = [
     "HOME_SECRETS",

@@ -1,5 +1,5 @@
 """Layer 8, the audit hook: Python-level refusals with clear messages (connect, subprocess, exec,
-writes outside scratch, kill), the portable last line. May import :mod:`.policy`."""
+writes outside scratch, kill), the portable last line. May import :mod:`.trial_policy`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .policy import PolicyRefusal, TrialPolicy
+from .trial_policy import PolicyRefusal, TrialPolicy
 
 __all__ = ["make_audit_hook"]
 

@@ -1,8 +1,8 @@
 """Layer 7, landlock: writes only beneath the trial's scratch folder (and the working folder's
 private view); hidden paths, other processes' ``/proc`` entries and every device node but the
-few a program needs (:data:`.policy.DEVICES`) unreadable; no ioctl on a device outside ``/dev``;
+few a program needs (:data:`.trial_policy.DEVICES`) unreadable; no ioctl on a device outside ``/dev``;
 signals and abstract unix sockets scoped to the trial. May import :mod:`.native` and
-:mod:`.policy`."""
+:mod:`.trial_policy`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable
 
 from .native import PR_SET_NO_NEW_PRIVS, load_libc
-from .policy import DEVICES
+from .trial_policy import DEVICES
 
 __all__ = ["apply_landlock", "open_rules", "read_rules_hiding"]
 
@@ -36,7 +36,7 @@ def read_rules_hiding(hidden: list[str]) -> list[tuple[str, int]]:
     """Landlock only grants: to hide a few paths, grant reading on everything else, splitting
     each folder on the way to a hidden path into its entries. Listing folders stays allowed
     everywhere; in /proc no process's entry is (the trial adds its own: see :func:`apply_landlock`);
-    in /dev only :data:`.policy.DEVICES` are (no /dev/kvm, /dev/userfaultfd, raw disks, whose
+    in /dev only :data:`.trial_policy.DEVICES` are (no /dev/kvm, /dev/userfaultfd, raw disks, whose
     blocks hold the hidden files too)."""
     rules: list[tuple[str, int]] = [("/", _LL_READ_DIR)]
 

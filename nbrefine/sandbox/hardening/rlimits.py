@@ -1,5 +1,5 @@
 """Layer 2, rlimits: CPU seconds, address-space growth, file size, open files, processes, no
-core files. May import :mod:`.policy`."""
+core files. May import :mod:`.trial_policy`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import resource
 import signal
 
-from .policy import TrialPolicy
+from .trial_policy import TrialPolicy
 
 __all__ = ["apply_rlimits", "limit_cpu"]
 

@@ -1,6 +1,6 @@
 """Layer 6, seccomp: a BPF filter on system calls (no other ABI, no new processes or ``exec``,
 only IP sockets and stream socketpairs, no ``io_uring``, no SysV or POSIX message-queue IPC, no
-pidfds, no inotify or fanotify, nothing aimed at another process). May import :mod:`.policy` and
+pidfds, no inotify or fanotify, nothing aimed at another process). May import :mod:`.trial_policy` and
 :mod:`.native`."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .native import PR_SET_NO_NEW_PRIVS, load_libc
-from .policy import TrialPolicy
+from .trial_policy import TrialPolicy
 
 __all__ = ["SeccompProgram", "install_seccomp", "prepare_seccomp"]
 

@@ -2,7 +2,7 @@
 starts in: an IPC namespace (no SysV segment, queue or semaphore set of the host, and none a
 trial makes outlives the snapshot), a PID namespace with a ``/proc`` of its own (the kernel and
 every other process of the host have no pid there: no ``kill``, ``pidfd_open`` or
-``/proc/<kernel>/fd``), a ``/dev`` of its own (:data:`.policy.DEVICES` only: no disk,
+``/proc/<kernel>/fd``), a ``/dev`` of its own (:data:`.trial_policy.DEVICES` only: no disk,
 ``/dev/kvm`` or ``/dev/userfaultfd``), and two user namespaces: the outer one owns those
 namespaces and mounts, the snapshot and its trials run in the inner one. So a trial holds no
 capability over the host, nor over the shared namespaces (the /dev and /proc mounts are locked
@@ -19,7 +19,7 @@ its own (``posix_spawn``: no copy of them, no environment). Where procfs takes a
 pid 1 themselves, so signals to themselves keep their usual meaning; ``os.getppid()`` is 0 in a
 trial (its parent, the snapshot, is outside the namespace).
 
-May import :mod:`.native`, :mod:`.policy` and :mod:`.secrets`."""
+May import :mod:`.native`, :mod:`.trial_policy` and :mod:`.secrets`."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .native import load_libc
-from .policy import DEVICES
 from .secrets import wipe_environment
+from .trial_policy import DEVICES
 
 __all__ = ["SharedNamespaces", "enter_shared_namespaces"]
 

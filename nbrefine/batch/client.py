@@ -25,16 +25,16 @@ from .._version import __version__
 from ..reports.classroom import ClassTotals, feedback_markdown, is_teaching
 from ..reports.summary import Totals, write_json, write_junit, write_markdown
 from .display import NORMAL, Display
-from .gate import FileGate, GateLimits, GateState, RequestGate
+from .gate import FileGate, GateLedger, GateLimits, RequestGate
 from .inputs import BatchInput, expand, nbgrader_place
-from .job import JobSettings, NotebookResult, NotebookTask
+from .message_batches.spool import spool_spec
+from .notebook_job import JobSettings, NotebookResult, NotebookTask
 from .pool import Event, Executor, LocalPool
 from .record import RunRecord, file_digest, settings_key
-from .spool import spool_spec
 
 if TYPE_CHECKING:
     from ..headless import ProviderChoice
-    from .rounds import BatchRounds
+    from .message_batches.rounds import BatchRounds
 
 __all__ = ["REPORT_SUFFIXES", "BatchOptions", "run_batch"]
 
@@ -58,7 +58,9 @@ class BatchOptions:
     verbosity: int = NORMAL
     limits: GateLimits = field(default_factory=GateLimits)
     cluster: str | None = None  # a dask.distributed scheduler's address (--cluster): run there
-    batch: bool = False  # --batch: each round's model requests as one Message Batch (rounds.py)
+    batch: bool = (
+        False  # --batch: each round's model requests as one Message Batch (message_batches/rounds.py)
+    )
 
     def key_settings(self) -> dict[str, Any]:
         """What decides a notebook's outcome and outputs (``--resume`` skips only on a match)."""
@@ -147,7 +149,7 @@ class BatchRun:
         return FileGate.create(folder, self.opts.limits, self._spent_before())
 
     def _start_rounds(self, spool: Path) -> BatchRounds:
-        from .rounds import BatchRounds
+        from .message_batches.rounds import BatchRounds
 
         rounds = BatchRounds(
             spool,
@@ -173,7 +175,7 @@ class BatchRun:
         """Record what needs no job (resumed notebooks, arguments that named none); the rest."""
         todo = []
         resumed = 0
-        self.resumed_usage = GateState()
+        self.resumed_usage = GateLedger()
         for index, item in enumerate(self.inputs):
             if item.problem:
                 entry = {
@@ -206,7 +208,7 @@ class BatchRun:
         )
         self.resumed_usage.usd += float(usage.get("cost_usd") or 0.0)
 
-    def _spent_before(self) -> GateState | None:
+    def _spent_before(self) -> GateLedger | None:
         spent = self.resumed_usage
         return spent if spent.tokens or spent.usd else None
 

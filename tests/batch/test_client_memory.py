@@ -18,9 +18,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from nbrefine.batch.client import BatchOptions, run_batch
 from nbrefine.batch.display import QUIET
-from nbrefine.batch.job import JobSettings, NotebookResult, NotebookTask, repair_one
-from nbrefine.batch.runner import BatchOptions, run_batch
+from nbrefine.batch.notebook_job import JobSettings, NotebookResult, NotebookTask, repair_one
 from nbrefine.headless import choose_provider
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("clean_env")]

@@ -1,4 +1,4 @@
-"""engine/state.py: what a kernel remembers between cells lives in one KernelState."""
+"""engine/kernel_state.py: what a kernel remembers between cells lives in one KernelState."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from nbrefine.engine import (
     apply_policy_line,
     cached,
     current,
-    kernel_gate,
     kernel_ledger,
+    kernel_policy_holder,
     kernel_usage,
     last_session,
 )
-from nbrefine.engine.state import reset
+from nbrefine.engine.kernel_state import reset
 from nbrefine.grounding import Redactor
 from nbrefine.providers.base import ProviderRequest
 from nbrefine.providers.scripted import ScriptedProvider
@@ -41,7 +41,9 @@ def test_the_shortcuts_read_and_write_the_one_holder():
     add_to_kernel(Usage(input_tokens=1, cost_usd=None))
     assert kernel_usage() is state.usage and kernel_usage().tokens == 13 and state.usage.cost_usd is None
     apply_policy_line("--mode hint --max-hints 2 --lock")
-    assert kernel_gate() is state.gate and state.gate.policy == TeachingPolicy("hint", 2, locked=True)
+    assert kernel_policy_holder() is state.policy_holder and state.policy_holder.policy == TeachingPolicy(
+        "hint", 2, locked=True
+    )
     kernel_ledger().record("cell:a", "a hint")
     assert state.ledger.used("cell:a") == 1
 
@@ -67,7 +69,7 @@ def test_reset_starts_over_even_after_a_lock():
     before = current()
     reset()
     assert current() is not before
-    assert kernel_gate().policy == TeachingPolicy() and kernel_usage() == Usage()
+    assert kernel_policy_holder().policy == TeachingPolicy() and kernel_usage() == Usage()
     assert kernel_ledger().used("cell:a") == 0 and len(current().responses) == 0
 
 

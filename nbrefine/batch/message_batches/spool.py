@@ -12,8 +12,8 @@ The shared gate still applies: the budget is checked before a request is spooled
 at the batch price (half the Messages API's) when its result comes; a slot is held while it
 waits, so the report's in-flight figures count the requests waiting on batches.
 
-May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers` (base, anthropic), this package's
-:mod:`._through_gate` and (lazily) :mod:`nbrefine.engine`, and the standard library."""
+May import: :mod:`nbrefine._errors`, :mod:`nbrefine.providers` (base, anthropic), and
+:mod:`nbrefine.batch._through_gate` and (lazily) :mod:`nbrefine.engine`, and the standard library."""
 
 from __future__ import annotations
 
@@ -26,17 +26,17 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import (
+from ..._errors import (
     ProviderAuthError,
     ProviderError,
     ProviderOverloadedError,
     ProviderRateLimitError,
 )
-from ..providers.base import ProviderReply, ProviderRequest, TextCallback
-from ._through_gate import through_gate
+from ...providers.base import ProviderReply, ProviderRequest, TextCallback
+from .._through_gate import through_gate
 
 if TYPE_CHECKING:  # only an annotation: at run time gate.py imports this module
-    from .gate import RequestGate
+    from ..gate import RequestGate
 
 __all__ = ["BATCH_PRICE", "SEPARATOR", "SpooledProvider", "read_json", "spool_spec", "write_json"]
 
@@ -59,7 +59,7 @@ class SpooledProvider:
     def __init__(self, model: str, gate: RequestGate, spool: str, retries: int) -> None:
         # Here, not at the top: every batch kernel imports this module with the gate (for
         # SEPARATOR), and the Anthropic SDK costs about a second that only --batch needs.
-        from ..providers.anthropic import DEFAULT_MODEL
+        from ...providers.anthropic import DEFAULT_MODEL
 
         folder, _, job = spool.rpartition(":")
         self.folder, self.job = Path(folder), int(job)
@@ -80,7 +80,7 @@ class SpooledProvider:
 
     def params(self, request: ProviderRequest) -> dict[str, Any]:
         """The Messages API parameters, as the Anthropic provider sends them."""
-        from ..providers.anthropic import _messages
+        from ...providers.anthropic import _messages
 
         system = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
         return {
@@ -144,7 +144,7 @@ def _message_reply(message: dict[str, Any], model: str, batch: str) -> ProviderR
 
 
 def _batch_cost(reply: ProviderReply) -> tuple[int, float | None]:
-    from ..engine import usage_of
+    from ...engine import usage_of
 
     usage = usage_of(reply)  # at the batch price: the reply's price_factor says so
     return usage.tokens, usage.cost_usd

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from nbrefine.batch.job import JobSettings, NotebookResult, NotebookTask, repair_one, spare_kernels
+from nbrefine.batch.notebook_job import JobSettings, NotebookResult, NotebookTask, repair_one, spare_kernels
 from nbrefine.cli.main import main
 from nbrefine.headless import SpareKernels, choose_provider
 

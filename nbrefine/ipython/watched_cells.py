@@ -7,7 +7,7 @@ answers with the notebook's code cells and sends them again before each cell of 
 runs (comm messages and execute requests share the shell channel, in order, so the list is fresh
 when a cell fails). Each message is ``{"cells": [{"id", "source", "metadata"}, ...]}``, in
 notebook order; it is read defensively (it comes from outside) into
-:attr:`nbrefine.engine.state.KernelState.notebook`. Where no extension answers, the frontend
+:attr:`nbrefine.engine.kernel_state.KernelState.notebook`. Where no extension answers, the frontend
 closes the comm and the repairs read the notebook as saved, if its path is known.
 
 The messages come before every cell, passing ones too, and reading them needs the engine and the
@@ -78,7 +78,7 @@ def watch_cells() -> Any:
 
     def on_msg(msg: dict[str, Any]) -> None:
         _UNREAD[:] = [(msg.get("content") or {}).get("data")]
-        if "nbrefine.engine.state" in sys.modules:  # loaded: read it now, as the repairs will need it
+        if "nbrefine.engine.kernel_state" in sys.modules:  # loaded: read it now, as the repairs will need it
             take_told_cells()
 
     comm.on_msg(on_msg)

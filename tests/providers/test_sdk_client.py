@@ -1,4 +1,4 @@
-"""The SDK client lifecycle both SDK providers share (nbrefine/providers/_client.py), through the
+"""The SDK client lifecycle both SDK providers share (nbrefine/providers/_sdk_client.py), through the
 real ``anthropic`` and ``openai`` SDKs against the loopback fakes."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nbrefine._errors import ProviderConfigError
-from nbrefine.providers._client import LazyClient
+from nbrefine.providers._sdk_client import LazyClient
 from nbrefine.providers.anthropic import AnthropicProvider
 from nbrefine.providers.base import ProviderRequest
 

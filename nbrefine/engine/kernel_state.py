@@ -2,11 +2,11 @@
 
 Everything nbrefine keeps across the cells of one kernel (process) lives in a :class:`KernelState`:
 its latest session (``nbrefine.last_session()``), what it has spent on repairs, the replies
-already paid for (the response cache), the teaching policy gate (and its lock) and the hints each
+already paid for (the response cache), the teaching policy holder (and its lock) and the hints each
 failing cell has had. :func:`current` is this process's; :func:`reset` starts over (tests do; a
 student could too, which is why the teaching lock is no security boundary: see
 :mod:`nbrefine.engine.teaching.policy`). The functions below it are the kernel-wide shortcuts the
-adapters use (``kernel_gate()``, ``cached(provider)``, ``apply_policy_line(...)``...).
+adapters use (``kernel_policy_holder()``, ``cached(provider)``, ``apply_policy_line(...)``...).
 
 May import: the standard library, :mod:`nbrefine.grounding`, :mod:`nbrefine.sandbox`,
 :mod:`nbrefine.providers` and the engine's cost and teaching modules (not the session module: it
@@ -26,7 +26,7 @@ from ..providers.cache import CachingProvider, ResponseStore
 from ..sandbox import TrialPolicy
 from .cost import Usage
 from .teaching.hints import HintLedger
-from .teaching.policy import PolicyGate, TeachingPolicy
+from .teaching.policy import PolicyHolder, TeachingPolicy
 
 __all__ = [
     "KernelState",
@@ -37,8 +37,8 @@ __all__ = [
     "current",
     "expect_confined_runs",
     "install_notebook_policy",
-    "kernel_gate",
     "kernel_ledger",
+    "kernel_policy_holder",
     "kernel_usage",
     "reset",
     "take_confined_run",
@@ -59,7 +59,7 @@ class KernelState:
     session: Releasable | None = None  # the latest RefineSession; an older one is released when it goes
     usage: Usage = field(default_factory=Usage)  # everything spent on repairs so far
     responses: ResponseStore = field(default_factory=ResponseStore)  # replies already paid for
-    gate: PolicyGate = field(default_factory=PolicyGate)  # the teaching policy and its lock
+    policy_holder: PolicyHolder = field(default_factory=PolicyHolder)  # the teaching policy and its lock
     ledger: HintLedger = field(default_factory=HintLedger)  # the hints per failing cell
     #: the notebook's code cells in order, where a driver said (``nbrefine fix`` does): what a
     #: repair knows of cells below, cells that failed and cells the notebook locks
@@ -107,9 +107,9 @@ def cached(inner: Provider) -> CachingProvider:
     return CachingProvider(inner, _current.responses)
 
 
-def kernel_gate() -> PolicyGate:
-    """The teaching policy gate of this kernel."""
-    return _current.gate
+def kernel_policy_holder() -> PolicyHolder:
+    """The teaching policy holder of this kernel."""
+    return _current.policy_holder
 
 
 def kernel_ledger() -> HintLedger:
@@ -117,18 +117,18 @@ def kernel_ledger() -> HintLedger:
     return _current.ledger
 
 
-def install_notebook_policy(meta: Mapping[str, Any], gate: PolicyGate | None = None) -> TeachingPolicy:
-    """Set the policy of a notebook's ``metadata["nbrefine"]`` object on the kernel's gate (run in
+def install_notebook_policy(meta: Mapping[str, Any], holder: PolicyHolder | None = None) -> TeachingPolicy:
+    """Set the policy of a notebook's ``metadata["nbrefine"]`` object on the kernel's policy holder (run in
     the kernel, e.g. with what :func:`~nbrefine.engine.teaching.notebook_policy` gives).
     ``ValueError`` / :class:`~nbrefine.engine.teaching.PolicyLockedError`."""
-    return (gate or kernel_gate()).install(meta)
+    return (holder or kernel_policy_holder()).install(meta)
 
 
 def apply_policy_line(
-    line: str, gate: PolicyGate | None = None, *, source: str = "setup cell"
+    line: str, holder: PolicyHolder | None = None, *, source: str = "setup cell"
 ) -> TeachingPolicy:
-    """``%refine policy ARGS`` on the kernel's gate (see :meth:`PolicyGate.apply_line`)."""
-    return (gate or kernel_gate()).apply_line(line, source=source)
+    """``%refine policy ARGS`` on the kernel's policy holder (see :meth:`PolicyHolder.apply_line`)."""
+    return (holder or kernel_policy_holder()).apply_line(line, source=source)
 
 
 def expect_confined_runs(keys: list[str], policy: TrialPolicy) -> None:

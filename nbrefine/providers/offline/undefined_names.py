@@ -4,9 +4,9 @@ It declines, saying why, when the name is a local variable of another function, 
 before the cell assigns it, or is as close to a name of the user's as to a builtin.
 
 May import: the standard library, :mod:`nbrefine.grounding.scope`, the shared modules of this
-package (``source``, ``magics``, ``state``, ``lookups``, ``scopes``, ``spelling``, ``importable``),
-never another fixer; never the sandbox, the engine, IPython or the CLI (the offline tier only reads
-what the failure context gives it)."""
+package (``source``, ``magic_lines``, ``failure_site``, ``lookups``, ``scopes``,
+``spelling``, ``importable``), never another fixer; never the sandbox, the engine, IPython or
+the CLI (the offline tier only reads what the failure context gives it)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from collections.abc import Sequence
 
 from ...grounding.ipython_names import is_ipython_name
 from ...grounding.scope import bound_names
+from .failure_site import _FailureSite
 from .importable import _UNSAFE_STDLIB, _importable
 from .lookups import _names_of
-from .magics import _MAGIC, _is_timing_line
+from .magic_lines import _MAGIC, _is_timing_line
 from .scopes import _SCOPES, _assigned_plainly, _function_locals, _name_nodes
 from .source import Fix, _NoFix, _Source
 from .spelling import _close_matches, _distance
-from .state import _State
 
 #: Well-known names -> the import line that defines them (the first import name must exist).
 KNOWN_IMPORTS: dict[str, tuple[str, str]] = {
@@ -129,7 +129,7 @@ _IMPORTED_MODULES = frozenset(_FROM_IMPORT_TABLE["scipy"].split())
 _KEYWORD_CONSTANTS = ("True", "False", "None")
 
 
-def _fix_name(state: _State) -> tuple[list[Fix], str]:
+def _fix_name(state: _FailureSite) -> tuple[list[Fix], str]:
     match = re.match(r"(?:global )?name '(\w+)' is not defined", state.message)
     if not match:
         raise _NoFix("")
@@ -257,7 +257,7 @@ def _decorates(tree: ast.Module, name: str) -> bool:
     return False
 
 
-def _name_pool(state: _State, tree: ast.Module, wrong: str) -> list[str]:
+def _name_pool(state: _FailureSite, tree: ast.Module, wrong: str) -> list[str]:
     private = wrong.startswith("_")
     names = [
         name

@@ -1,10 +1,10 @@
 """What a fixer works with: the failure, the parsed cell, the failing line and safe evaluation.
 
-:class:`_State` finds the failing line in the code (also inside a timing magic), the statements
+:class:`_FailureSite` finds the failing line in the code (also inside a timing magic), the statements
 on it, the functions around it, and evaluates name/attribute/constant-subscript chains through
 ``lookups`` only.
 
-May import: the standard library, ``source``, ``magics``, ``lookups``,
+May import: the standard library, ``source``, ``magic_lines``, ``lookups``,
 :mod:`nbrefine.grounding.scope` and ``nbrefine.providers.base``; never the sandbox, the engine,
 IPython or the CLI (the offline tier only reads what the failure context gives it)."""
 
@@ -18,11 +18,11 @@ from typing import Any
 from ...grounding.scope import bound_names
 from ..base import RepairContext
 from .lookups import _MISSING, _CannotEval, _canonical_type, _safe_getattr, _safe_getitem, _TypeOnly
-from .magics import _RUN_MAGIC, _is_timing_line
+from .magic_lines import _RUN_MAGIC, _is_timing_line
 from .source import _NoFix, _Source
 
 
-class _State:
+class _FailureSite:
     """What a fixer needs: the context, the parsed source and safe lookups."""
 
     def __init__(self, context: RepairContext, src: _Source) -> None:
