@@ -38,7 +38,6 @@ import resource
 import secrets
 import socket
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -46,12 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 import adversarial_cases
+import pytest
 from adversarial_cases import CASES, Case
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel, children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(120)
@@ -211,10 +208,6 @@ SESSION_EXPR = """(lambda s: None if s is None else {
         for a in s.attempts
     ],
 })(__import__("nbrefine").last_session())"""
-
-
-def block(code: str) -> dict[str, str]:
-    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
 
 
 # --------------------------------------------------------------------------- processes

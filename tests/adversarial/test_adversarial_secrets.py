@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import re
 import secrets
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(180)
@@ -38,10 +34,6 @@ STDOUTS_EXPR = (
     "[(a.outcome.stdout if a.outcome is not None else '')"
     " for a in __import__('nbrefine').last_session().attempts]"
 )
-
-
-def block(code: str) -> dict[str, str]:
-    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
 
 
 def normalised(text: str) -> str:

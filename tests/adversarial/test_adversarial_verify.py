@@ -26,16 +26,13 @@ through the official SDK, as in tests/adversarial/test_adversarial.py.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(180)
@@ -62,10 +59,6 @@ SESSION_EXPR = """(lambda s: None if s is None else {
         for a in s.attempts
     ],
 })(__import__("nbrefine").last_session())"""
-
-
-def block(code: str) -> dict[str, str]:
-    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
 
 
 @pytest.fixture(scope="module")

@@ -26,12 +26,11 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from fakes.anthropic_api import FakeAnthropic  # noqa: E402
+from test_runner import FAILING, FIX_REPLY, TOGETHER, code_sources, notebook  # noqa: E402
+
 from nbrefine.batch.gate import GateLimits, open_gate  # noqa: E402
 from nbrefine.cli.main import main  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic  # noqa: E402
-from test_runner import FAILING, FIX_REPLY, TOGETHER, code_sources, notebook  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("clean_env_in_tmp")]
 

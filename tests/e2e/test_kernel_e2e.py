@@ -17,16 +17,12 @@ import os
 import re
 import secrets
 import string
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import RealKernel, children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(90)
@@ -70,11 +66,6 @@ SESSION_EXPR = """(lambda s: None if s is None else {
         for a in s.attempts
     ],
 })(__import__("nbrefine").last_session())"""
-
-
-def block(code: str, explanation: str = "Here is the fix.") -> dict[str, str]:
-    """A reply spec: a short explanation and one python block."""
-    return {"text": f"{explanation}\n\n```python\n{code}\n```"}
 
 
 def prompt_of(request: dict[str, Any]) -> str:
