@@ -486,12 +486,6 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("adversarial")
     names = ("outside", "kernel-cwd", "db", "home", "big", "elsewhere")

@@ -78,12 +78,6 @@ def user_text(requests: list[dict[str, Any]]) -> str:
     return "\n".join(s for r in requests for s in strings_of(r["json"].get("messages", [])))
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
 @pytest.fixture(scope="module", params=["tcp", "ipc"])
 def module_kernel(request: pytest.FixtureRequest, fake: FakeAnthropic) -> Iterator[RealKernel]:
     """A kernel on each transport ipykernel offers, like the rest of the adversarial suite."""

@@ -61,12 +61,6 @@ SESSION_EXPR = """(lambda s: None if s is None else {
 })(__import__("nbrefine").last_session())"""
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
 @pytest.fixture(scope="module", params=["tcp", "ipc"])
 def module_kernel(
     request: pytest.FixtureRequest, fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory

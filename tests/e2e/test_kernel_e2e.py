@@ -97,12 +97,6 @@ class Kernel(RealKernel):
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def module_kernel(fake: FakeAnthropic) -> Iterator[Kernel]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBREFINE_", "ANTHROPIC_"))}
     env.update(ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY=DUMMY_KEY, MY_SERVICE_TOKEN=SERVICE_TOKEN)

@@ -40,12 +40,6 @@ def block(code: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("home")
     (home / ".bashrc").write_text("# the user's own\n")
