@@ -1,7 +1,7 @@
 """Adversarial candidates trial-run from a REAL kernel: nothing they do may reach the kernel.
 
 One ipykernel (module fixture) talks to the loopback fake of the Anthropic API
-(tests/fake_anthropic.py). For each case in tests/adversarial_cases.py the fake is scripted to
+(tests/fakes/anthropic_api.py). For each case in tests/adversarial_cases.py the fake is scripted to
 reply with the adversarial candidate, and a ``%%refine --max-attempts 1 --timeout 3`` cell that
 raises is run, so that exactly that candidate is trial-run through the real path (snapshot fork,
 trial fork, hardening layers). Before and after, the test compares:

@@ -2,7 +2,7 @@
 item 7 (the first prompt's leaks of common token shapes), end to end.
 
 A real ipykernel runs ``%%refine`` against the loopback fake of the Anthropic API
-(tests/fake_anthropic.py), through the real ``anthropic`` SDK. Each test reproduces a leak
+(tests/fakes/anthropic_api.py), through the real ``anthropic`` SDK. Each test reproduces a leak
 seen in the issue and then asserts that no request body the fake received holds the secret,
 neither verbatim nor in a normalised form (letters and digits only, case-folded: what a
 candidate gets by printing the secret with spaces between its characters, in 6-character

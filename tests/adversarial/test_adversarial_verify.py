@@ -19,7 +19,7 @@ from the frames), reporting "passed" directly; ``unittest.mock.ANY`` or a ``floa
 verified; honest fixes comparing numpy arrays, pandas objects, a dataclass, floats, Decimals,
 Fractions and tuples of those stay verified.
 
-The model is the loopback fake of the Anthropic API (tests/fake_anthropic.py), reached by the kernel
+The model is the loopback fake of the Anthropic API (tests/fakes/anthropic_api.py), reached by the kernel
 through the official SDK, as in tests/adversarial/test_adversarial.py.
 """
 

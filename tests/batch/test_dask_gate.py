@@ -3,7 +3,7 @@
 The scheduler and the workers are ``python -m dask scheduler`` / ``python -m dask worker``
 processes on loopback (two worker processes of one thread each, under a nanny, as on a cluster),
 started once for this module; nothing of Dask is mocked. The model is the offline tier, or the
-real ``anthropic`` SDK against ``tests/fake_anthropic.py`` (the workers' kernels reach it by the
+real ``anthropic`` SDK against ``tests/fakes/anthropic_api.py`` (the workers' kernels reach it by the
 environment the workers were started with).
 """
 

@@ -1,7 +1,7 @@
 """The shared request gate of a batch: one limit, one budget, one back-off for every job.
 
 The jobs are separate processes (each notebook's kernel), so these tests use real processes and
-the real ``anthropic`` SDK against ``tests/fake_anthropic.py``; nothing is mocked but the model.
+the real ``anthropic`` SDK against ``tests/fakes/anthropic_api.py``; nothing is mocked but the model.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``nbrefine fix --batch``: each round's model requests through Anthropic's Message Batches API.
 
 Real kernels and the real ``anthropic`` SDK (``client.messages.batches.create/retrieve/results``)
-against the loopback fake ``tests/fake_anthropic.py``, which serves the batch endpoints; only the
+against the loopback fake ``tests/fakes/anthropic_api.py``, which serves the batch endpoints; only the
 model is scripted.
 """
 

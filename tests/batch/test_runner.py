@@ -1,7 +1,7 @@
 """``nbrefine fix`` over many notebooks: real notebooks in real kernels, several at once.
 
 The model is the offline tier, the scripted provider, or the real ``anthropic`` SDK against
-``tests/fake_anthropic.py``. The notebooks are small: each test starts only a few kernels.
+``tests/fakes/anthropic_api.py``. The notebooks are small: each test starts only a few kernels.
 """
 
 from __future__ import annotations

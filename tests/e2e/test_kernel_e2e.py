@@ -1,6 +1,6 @@
 """End to end: ``%%refine`` in a real Jupyter kernel driven through jupyter_client.
 
-The model is the loopback fake of the Anthropic Messages API (tests/fake_anthropic.py), run in
+The model is the loopback fake of the Anthropic Messages API (tests/fakes/anthropic_api.py), run in
 this test process and reached by the kernel through the official ``anthropic`` SDK
 (``ANTHROPIC_BASE_URL``). Everything else is real: the kernel runs the cell, captures the
 failure, forks trial processes, and answers interrupts.

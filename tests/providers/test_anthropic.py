@@ -1,4 +1,4 @@
-"""AnthropicProvider (real SDK) against the loopback fake in tests/fake_anthropic.py."""
+"""AnthropicProvider (real SDK) against the loopback fake in tests/fakes/anthropic_api.py."""
 
 from __future__ import annotations
 

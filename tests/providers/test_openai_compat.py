@@ -1,4 +1,4 @@
-"""OpenAIProvider (real openai SDK) against the loopback fake in tests/fake_openai.py."""
+"""OpenAIProvider (real openai SDK) against the loopback fake in tests/fakes/openai_api.py."""
 
 from __future__ import annotations
 
