@@ -1,6 +1,6 @@
 """Early trials on and off, side by side in one run: request → outcome known, with a streamed reply.
 
-The loopback fake of the Anthropic API (tests/fake_anthropic.py) streams, through the real SDK, a
+The loopback fake of the Anthropic API (tests/fakes/anthropic_api.py) streams, through the real SDK, a
 reply shaped like a real model's: three sentences, the fenced corrected cell, then ``--after``
 characters of explanation, ``--chunk`` characters per delta every ``--delay-ms``. The candidate runs
 in a snapshot of a live state (a ``--rows``-row DataFrame), as ``%%refine`` runs it. Each round runs
@@ -39,8 +39,10 @@ from nbrefine.grounding.capture import Failure
 from nbrefine.providers.anthropic import AnthropicProvider
 from nbrefine.sandbox import Snapshot
 
+# The one way bench/ finds the test fakes (tests/fakes/): tests/ on the path, as pyproject.toml
+# puts it for pytest.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from fake_anthropic import FakeAnthropic
+from fakes.anthropic_api import FakeAnthropic
 
 CELL = "by_region = df.groupby('regon')['sales'].sum()\nshare = by_region / by_region.sum()\nshare.round(3)"
 FIX = CELL.replace("'regon'", "'region'") + "\nassert abs(share.sum() - 1) < 1e-9"

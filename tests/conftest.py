@@ -1,11 +1,13 @@
-"""Fixtures shared by the in-process IPython tests."""
+"""Fixtures shared across the test folders: an IPython shell, a clean environment, the fake API."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes.anthropic_api import FakeAnthropic
 from IPython.core.interactiveshell import InteractiveShell
 
 
@@ -38,3 +40,11 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def clean_env_in_tmp(clean_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """:func:`clean_env`, and the test runs in its ``tmp_path`` (what a run writes lands there)."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    """One fake Anthropic API for a module's tests (the real SDK in its kernels talks to it); a
+    module that needs another (function-scoped, timed, batch) defines its own ``fake``."""
+    with FakeAnthropic() as server:
+        yield server

@@ -85,7 +85,7 @@ class TrialOutcome:
     #: are not the built-in ones of a trusted type, or are no longer what they were when the trial
     #: started (``unittest.mock.ANY``, a ``float`` subclass with an ``__eq__`` of its own, whoever
     #: defined it); or a function it calls was replaced. The reporter of the trial sets it; a
-    #: suspect pass is never verified (:class:`nbrefine.engine.verify.Gate`)
+    #: suspect pass is never verified (:class:`nbrefine.engine.verify.ChecksVerifier`)
     suspect: str = ""
 
     @property

@@ -1,7 +1,7 @@
 """Adversarial candidates trial-run from a REAL kernel: nothing they do may reach the kernel.
 
 One ipykernel (module fixture) talks to the loopback fake of the Anthropic API
-(tests/fake_anthropic.py). For each case in tests/adversarial_cases.py the fake is scripted to
+(tests/fakes/anthropic_api.py). For each case in tests/adversarial_cases.py the fake is scripted to
 reply with the adversarial candidate, and a ``%%refine --max-attempts 1 --timeout 3`` cell that
 raises is run, so that exactly that candidate is trial-run through the real path (snapshot fork,
 trial fork, hardening layers). Before and after, the test compares:
@@ -38,7 +38,6 @@ import resource
 import secrets
 import socket
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -46,12 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 import adversarial_cases
+import pytest
 from adversarial_cases import CASES, Case
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel, children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(120)
@@ -211,10 +208,6 @@ SESSION_EXPR = """(lambda s: None if s is None else {
         for a in s.attempts
     ],
 })(__import__("nbrefine").last_session())"""
-
-
-def block(code: str) -> dict[str, str]:
-    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
 
 
 # --------------------------------------------------------------------------- processes
@@ -490,12 +483,6 @@ class World:
     def db_rows(self) -> int:
         with contextlib.closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)) as con:
             return int(con.execute("SELECT COUNT(*) FROM t").fetchone()[0])
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 item 7 (the first prompt's leaks of common token shapes), end to end.
 
 A real ipykernel runs ``%%refine`` against the loopback fake of the Anthropic API
-(tests/fake_anthropic.py), through the real ``anthropic`` SDK. Each test reproduces a leak
+(tests/fakes/anthropic_api.py), through the real ``anthropic`` SDK. Each test reproduces a leak
 seen in the issue and then asserts that no request body the fake received holds the secret,
 neither verbatim nor in a normalised form (letters and digits only, case-folded: what a
 candidate gets by printing the secret with spaces between its characters, in 6-character
@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import re
 import secrets
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(180)
@@ -38,10 +34,6 @@ STDOUTS_EXPR = (
     "[(a.outcome.stdout if a.outcome is not None else '')"
     " for a in __import__('nbrefine').last_session().attempts]"
 )
-
-
-def block(code: str) -> dict[str, str]:
-    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
 
 
 def normalised(text: str) -> str:
@@ -84,12 +76,6 @@ def _around(text: str, at: int) -> str:
 
 def user_text(requests: list[dict[str, Any]]) -> str:
     return "\n".join(s for r in requests for s in strings_of(r["json"].get("messages", [])))
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture(scope="module", params=["tcp", "ipc"])

@@ -19,23 +19,20 @@ from the frames), reporting "passed" directly; ``unittest.mock.ANY`` or a ``floa
 verified; honest fixes comparing numpy arrays, pandas objects, a dataclass, floats, Decimals,
 Fractions and tuples of those stay verified.
 
-The model is the loopback fake of the Anthropic API (tests/fake_anthropic.py), reached by the kernel
+The model is the loopback fake of the Anthropic API (tests/fakes/anthropic_api.py), reached by the kernel
 through the official SDK, as in tests/adversarial/test_adversarial.py.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(180)
@@ -62,16 +59,6 @@ SESSION_EXPR = """(lambda s: None if s is None else {
         for a in s.attempts
     ],
 })(__import__("nbrefine").last_session())"""
-
-
-def block(code: str) -> dict[str, str]:
-    return {"text": f"Here is the fix.\n\n```python\n{code}\n```"}
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture(scope="module", params=["tcp", "ipc"])

@@ -1,7 +1,7 @@
 """``nbrefine fix`` over many notebooks: real notebooks in real kernels, several at once.
 
 The model is the offline tier, the scripted provider, or the real ``anthropic`` SDK against
-``tests/fake_anthropic.py``. The notebooks are small: each test starts only a few kernels.
+``tests/fakes/anthropic_api.py``. The notebooks are small: each test starts only a few kernels.
 """
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ from typing import Any
 
 import nbformat
 import pytest
+from fakes import TimedFake
+from kernel_io import ended, exists, kernels_in
 from nbformat.v4 import new_code_cell, new_notebook
 
 from nbrefine.cli.main import main
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
-from kernel_io import ended, exists, kernels_in
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env_in_tmp")]
 
@@ -320,18 +318,6 @@ def test_a_worker_that_dies_fails_its_notebook_and_the_batch_goes_on(tmp_path: P
 
 
 # --------------------------------------------------------------------------- shared model requests
-
-
-class TimedFake(FakeAnthropic):
-    """The fake API, also noting when each request arrived."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.arrivals: list[float] = []
-
-    def _record(self, request: dict[str, Any]) -> None:
-        self.arrivals.append(time.time())
-        super()._record(request)
 
 
 # Both notebooks reach their failing cell at the same moment: each waits for the other first.

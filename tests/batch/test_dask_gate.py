@@ -3,7 +3,7 @@
 The scheduler and the workers are ``python -m dask scheduler`` / ``python -m dask worker``
 processes on loopback (two worker processes of one thread each, under a nanny, as on a cluster),
 started once for this module; nothing of Dask is mocked. The model is the offline tier, or the
-real ``anthropic`` SDK against ``tests/fake_anthropic.py`` (the workers' kernels reach it by the
+real ``anthropic`` SDK against ``tests/fakes/anthropic_api.py`` (the workers' kernels reach it by the
 environment the workers were started with).
 """
 
@@ -26,12 +26,11 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from fakes.anthropic_api import FakeAnthropic  # noqa: E402
+from test_client import FAILING, FIX_REPLY, TOGETHER, code_sources, notebook  # noqa: E402
+
 from nbrefine.batch.gate import GateLimits, open_gate  # noqa: E402
 from nbrefine.cli.main import main  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic  # noqa: E402
-from test_client import FAILING, FIX_REPLY, TOGETHER, code_sources, notebook  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("clean_env_in_tmp")]
 

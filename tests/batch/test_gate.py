@@ -1,7 +1,7 @@
 """The shared request gate of a batch: one limit, one budget, one back-off for every job.
 
 The jobs are separate processes (each notebook's kernel), so these tests use real processes and
-the real ``anthropic`` SDK against ``tests/fake_anthropic.py``; nothing is mocked but the model.
+the real ``anthropic`` SDK against ``tests/fakes/anthropic_api.py``; nothing is mocked but the model.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import TimedFake
 
 from nbrefine import providers
 from nbrefine._errors import ProviderError
 from nbrefine.batch.gate import FileGate, GatedProvider, GateLimits, install, open_gate
 from nbrefine.providers import ProviderSettings, make_provider
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -132,18 +130,6 @@ def test_a_bad_spec_is_one_line() -> None:
 
 
 # --------------------------------------------------------------------------- in a kernel's provider
-
-
-class TimedFake(FakeAnthropic):
-    """The fake API, also noting when each request arrived."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.arrivals: list[float] = []
-
-    def _record(self, request: dict[str, Any]) -> None:
-        self.arrivals.append(time.time())
-        super()._record(request)
 
 
 @pytest.fixture

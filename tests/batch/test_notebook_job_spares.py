@@ -7,21 +7,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+from kernel_io import exists, kernels_in
 from nbformat.v4 import new_code_cell, new_notebook
 
 from nbrefine.batch.notebook_job import JobSettings, NotebookResult, NotebookTask, repair_one, spare_kernels
 from nbrefine.cli.main import main
 from nbrefine.headless import SpareKernels, choose_provider
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from kernel_io import exists, kernels_in
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env_in_tmp")]
 

@@ -1,7 +1,7 @@
 """``nbrefine fix --batch``: each round's model requests through Anthropic's Message Batches API.
 
 Real kernels and the real ``anthropic`` SDK (``client.messages.batches.create/retrieve/results``)
-against the loopback fake ``tests/fake_anthropic.py``, which serves the batch endpoints; only the
+against the loopback fake ``tests/fakes/anthropic_api.py``, which serves the batch endpoints; only the
 model is scripted.
 """
 
@@ -18,33 +18,18 @@ from typing import Any
 
 import anthropic
 import pytest
+from fakes import FakeAnthropic, TimedFake
+from test_client import FAILING, FIX_REPLY, TOGETHER, notebook
 
 from nbrefine.cli.main import main
 from nbrefine.engine import price_of, usage_of
 from nbrefine.providers.base import ProviderReply
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-
-from fake_anthropic import FakeAnthropic
-from test_client import FAILING, FIX_REPLY, TOGETHER, notebook
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("clean_env_in_tmp")]
 
 # A fix that still fails: its trial's error is the feedback the next round's request carries.
 WRONG_REPLY = "Fixed the name.\n\n```python\nvalue = 21\nprint(valeu2 * 2)\n```"
 BATCH = ["--provider", "anthropic", "--no-quick-fixes", "--batch", "--dry-run"]
-
-
-class TimedFake(FakeAnthropic):
-    """The fake API, also noting when each request arrived."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.arrivals: list[tuple[float, str, str]] = []
-
-    def _record(self, request: dict[str, Any]) -> None:
-        self.arrivals.append((time.time(), request["method"], request["path"]))
-        super()._record(request)
 
 
 @pytest.fixture
@@ -162,9 +147,9 @@ def test_each_round_is_one_batch_over_every_notebook(tmp_path: Path, fake: Timed
     assert sum(u["cost_usd"] for u in usage) == pytest.approx(full / 2)
     assert report["requests"]["usd"] == pytest.approx(full / 2)
     # Polled politely: the first look after a second, each wait longer than the one before.
-    created = [t for t, method, path in fake.arrivals if (method, path) == ("POST", "/v1/messages/batches")]
+    created = [t for t, method, path in fake.timeline if (method, path) == ("POST", "/v1/messages/batches")]
     for made, batch in zip(created, fake.batches, strict=True):
-        looks = [t for t, method, path in fake.arrivals if method == "GET" and path.endswith(batch["id"])]
+        looks = [t for t, method, path in fake.timeline if method == "GET" and path.endswith(batch["id"])]
         polls = looks[:-1]  # the last: results() retrieves the batch once more before it fetches them
         waits = [later - earlier for earlier, later in itertools.pairwise([made, *polls])]
         assert 2 <= len(polls) <= 3 and waits[0] >= 0.95

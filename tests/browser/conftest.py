@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,9 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 
 from browser_driver import ARTIFACTS, BUILT_EXTENSION, App, JupyterServer  # noqa: E402
-from fake_anthropic import FakeAnthropic  # noqa: E402
+from fakes.anthropic_api import FakeAnthropic  # noqa: E402
 
 ENABLED = os.environ.get("NBREFINE_BROWSER_TESTS", "") in ("1", "true", "yes")
 CHROMIUM = os.environ.get("NBREFINE_CHROMIUM", "/usr/lib/chromium/chromium")

@@ -28,8 +28,7 @@ from nbrefine.cli.main import main
 from nbrefine.providers.anthropic import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic  # noqa: E402
+from fakes.anthropic_api import FakeAnthropic  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("clean_env")]
 

@@ -11,13 +11,11 @@ byte-identical, no symptom may be patched, and a guess nothing checks is a propo
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
 from crosscell_corpus import cases, run_case  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("clean_env")]

@@ -1,6 +1,6 @@
 """End to end: ``%%refine`` in a real Jupyter kernel driven through jupyter_client.
 
-The model is the loopback fake of the Anthropic Messages API (tests/fake_anthropic.py), run in
+The model is the loopback fake of the Anthropic Messages API (tests/fakes/anthropic_api.py), run in
 this test process and reached by the kernel through the official ``anthropic`` SDK
 (``ANTHROPIC_BASE_URL``). Everything else is real: the kernel runs the cell, captures the
 failure, forks trial processes, and answers interrupts.
@@ -17,16 +17,12 @@ import os
 import re
 import secrets
 import string
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
+from fakes import FakeAnthropic, block
 from kernel_io import RealKernel, children_of, collect, read_proc_stat
 
 pytestmark = pytest.mark.timeout(90)
@@ -72,11 +68,6 @@ SESSION_EXPR = """(lambda s: None if s is None else {
 })(__import__("nbrefine").last_session())"""
 
 
-def block(code: str, explanation: str = "Here is the fix.") -> dict[str, str]:
-    """A reply spec: a short explanation and one python block."""
-    return {"text": f"{explanation}\n\n```python\n{code}\n```"}
-
-
 def prompt_of(request: dict[str, Any]) -> str:
     content = request["json"]["messages"][0]["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
@@ -103,12 +94,6 @@ class Kernel(RealKernel):
         elapsed = time.monotonic() - started
         assert out["results"] == ["2"], out
         return elapsed
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,12 @@ result must be the same, only the timing differs."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.anthropic_api import FakeAnthropic
 
 from nbrefine.engine import LoopConfig, LoopResult, RepairTask, refine
 from nbrefine.engine.cause import Cause
@@ -20,9 +19,6 @@ from nbrefine.grounding import Redactor
 from nbrefine.grounding.capture import Failure
 from nbrefine.providers.anthropic import AnthropicProvider
 from nbrefine.sandbox import Snapshot, TrialOutcome, TrialSpec
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -722,7 +722,7 @@ def test_policy_from_metadata_and_its_validation():
         TeachingPolicy.from_metadata(["hint"])  # type: ignore[arg-type]
 
 
-def test_notebook_metadata_policy_installs_in_a_kernel_gate():
+def test_notebook_metadata_policy_installs_in_a_kernel_policy_holder():
     import nbrefine.engine as teaching
     from nbrefine.engine.kernel_state import reset
 

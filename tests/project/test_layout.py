@@ -4,10 +4,15 @@ A test of ``nbrefine/engine/verify.py`` is ``tests/engine/test_verify.py``; one 
 have a file of its own (``tests/sandbox/test_fork_spare.py`` tests the spare of ``sandbox/fork.py``).
 Suites that cross the layers live in the folders below, named for what they are; nothing else may
 sit in ``tests/`` itself, and a test file whose module is renamed or removed fails here.
+
+The fakes of the model APIs are one package, ``tests/fakes/``, on one HTTP server
+(``tests/fakes/server.py``); shared fixtures live in ``conftest.py`` files, helpers are found
+through ``pythonpath`` in pyproject.toml, and no test edits ``sys.path``.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,3 +74,105 @@ def test_test_file_names_are_unique() -> None:
     """pytest imports test files by their basename (no packages here): two alike would clash."""
     names = [p.name for p in TESTS.rglob("test_*.py")]
     assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+FAKES = TESTS / "fakes"
+
+
+def _trees(root: Path = TESTS) -> list[tuple[Path, ast.Module]]:
+    return [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(root.rglob("*.py"))]
+
+
+def _sys_path_edits(tree: ast.Module) -> list[int]:
+    """Lines that call ``sys.path.<anything>(...)`` (insert, append, extend)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "path"
+        and isinstance(node.func.value.value, ast.Name)
+        and node.func.value.value.id == "sys"
+    ]
+
+
+def _definitions(tree: ast.Module, name: str) -> list[int]:
+    """Lines that define ``name`` at module level or in a class: a def, a class or an assignment."""
+    lines = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name
+        ) or (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def _http_servers(tree: ast.Module) -> list[str]:
+    """Classes built on the stdlib's HTTP server or request handler."""
+    bases = ("HTTPServer", "ThreadingHTTPServer", "BaseHTTPRequestHandler", "TCPServer", "ThreadingMixIn")
+    return [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(b).rsplit(".", 1)[-1] in bases for b in node.bases)
+    ]
+
+
+def test_no_test_edits_sys_path() -> None:
+    """pyproject.toml's pythonpath puts tests/, tests/browser/ and bench/ on the path."""
+    edits = [f"{p.relative_to(ROOT)}:{line}" for p, tree in _trees() for line in _sys_path_edits(tree)]
+    assert edits == []
+
+
+def test_the_fakes_are_one_package_on_one_server() -> None:
+    assert sorted(p.name for p in FAKES.glob("*.py")) == [
+        "__init__.py",
+        "anthropic_api.py",
+        "openai_api.py",
+        "server.py",
+    ]
+    assert sorted(p.name for p in TESTS.glob("fake*.py")) == []
+    servers = {str(p.relative_to(ROOT)): names for p, tree in _trees() if (names := _http_servers(tree))}
+    assert servers == {"tests/fakes/server.py": ["_Server", "Handler"]}
+
+
+#: The module-scoped ``fake`` fixture of tests/conftest.py, as its decorator and body read.
+SHARED_FAKE = ("pytest.fixture(scope='module')", "with FakeAnthropic() as server:\n    yield server")
+
+
+def _is_the_shared_fake(node: ast.FunctionDef) -> bool:
+    body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+    decorators = [ast.unparse(d) for d in node.decorator_list]
+    return decorators == [SHARED_FAKE[0]] and "\n".join(ast.unparse(b) for b in body) == SHARED_FAKE[1]
+
+
+def test_shared_helpers_and_fixtures_are_defined_once() -> None:
+    """``TimedFake`` in tests/fakes, ``clean_env`` in a conftest.py, the plain ``fake`` in tests/."""
+    where = {"TimedFake": FAKES, "clean_env": None}
+    for name, home in where.items():
+        found = [(p, line) for p, tree in _trees() for line in _definitions(tree, name)]
+        assert len(found) == 1, (name, found)
+        path = found[0][0]
+        assert path.is_relative_to(home) if home else path.name == "conftest.py", (name, path)
+    fixtures = [
+        f"{p.relative_to(ROOT)}:{node.lineno}"
+        for p, tree in _trees()
+        if p.name != "conftest.py"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and _is_the_shared_fake(node)
+    ]
+    assert fixtures == []  # the plain module-scoped fake is tests/conftest.py's
+
+
+def test_the_layout_checks_catch_a_violation() -> None:
+    tree = ast.parse("import sys\nsys.path.insert(0, 'x')\nclass S(http.server.ThreadingHTTPServer): pass\n")
+    assert _sys_path_edits(tree) == [2] and _http_servers(tree) == ["S"]
+    assert _definitions(ast.parse("TimedFake = object\ndef clean_env(): pass\n"), "TimedFake") == [1]
+    conftest = ast.parse((TESTS / "conftest.py").read_text(encoding="utf-8"))
+    assert [n.name for n in conftest.body if isinstance(n, ast.FunctionDef) and _is_the_shared_fake(n)] == [
+        "fake"
+    ]

@@ -1,4 +1,4 @@
-"""AnthropicProvider (real SDK) against the loopback fake in tests/fake_anthropic.py."""
+"""AnthropicProvider (real SDK) against the loopback fake in tests/fakes/anthropic_api.py."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic._data import DEPRECATED_MODELS
+from fakes.anthropic_api import FakeAnthropic
 
 from nbrefine._errors import (
     ProviderAuthError,
@@ -30,9 +31,6 @@ from nbrefine._errors import (
 )
 from nbrefine.providers.anthropic import DEFAULT_MODEL, AnthropicProvider
 from nbrefine.providers.base import Provider, ProviderRequest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -435,9 +433,17 @@ def test_cli_serves_replies_until_terminated(tmp_path: Path) -> None:
         json.dumps({"replies": [{"text": "from the cli"}], "default": {"text": "cli default"}})
     )
     port_file = tmp_path / "url.txt"
-    script = Path(__file__).resolve().parents[1] / "fake_anthropic.py"
-    proc = subprocess.Popen(
-        [sys.executable, str(script), "--replies", str(replies), "--port-file", str(port_file)],
+    proc = subprocess.Popen(  # the fake's command line, run from tests/ as python -m fakes.anthropic_api
+        [
+            sys.executable,
+            "-m",
+            "fakes.anthropic_api",
+            "--replies",
+            str(replies),
+            "--port-file",
+            str(port_file),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
         env={k: v for k, v in os.environ.items() if k not in _ENV},
     )
     try:

@@ -3,10 +3,6 @@ reads: the cases its own copy got wrong (red before it was replaced), on real fa
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
 from test_offline import first_fix
 
 

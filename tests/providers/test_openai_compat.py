@@ -1,4 +1,4 @@
-"""OpenAIProvider (real openai SDK) against the loopback fake in tests/fake_openai.py."""
+"""OpenAIProvider (real openai SDK) against the loopback fake in tests/fakes/openai_api.py."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import typing
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 openai = pytest.importorskip("openai")
+
+from fakes.openai_api import FakeOpenAI  # noqa: E402
 
 from nbrefine._errors import (  # noqa: E402
     ProviderAuthError,
@@ -34,9 +35,6 @@ from nbrefine.providers.openai_compat import (  # noqa: E402
     NO_KEY_PLACEHOLDER,
     OpenAIProvider,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_openai import FakeOpenAI  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -3,22 +3,18 @@ real ``anthropic`` and ``openai`` SDKs against the loopback fakes."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.anthropic_api import FakeAnthropic
 
 from nbrefine._errors import ProviderConfigError
 from nbrefine.providers._sdk_client import LazyClient
 from nbrefine.providers.anthropic import AnthropicProvider
 from nbrefine.providers.base import ProviderRequest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -120,7 +116,7 @@ def test_a_base_url_the_sdk_refuses_is_a_one_line_config_error(make: Any, sdk: s
 @pytest.fixture
 def fake_openai() -> Iterator[Any]:
     pytest.importorskip("openai")
-    from fake_openai import FakeOpenAI
+    from fakes.openai_api import FakeOpenAI
 
     with FakeOpenAI() as server:
         yield server

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fakes
-from fake_anthropic import FakeAnthropic
+from fakes.anthropic_api import FakeAnthropic
 from kernel_io import ADVERSARIAL_SETUP, RealKernel, adversarial_kernel
 
 pytestmark = pytest.mark.timeout(240)
@@ -40,12 +37,6 @@ if 'Seccomp:\\t0' in status:
 
 def block(code: str) -> dict[str, str]:
     return {"text": f"The list is called `prices`.\n\n```python\nimport os\n{code}\n```"}
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
