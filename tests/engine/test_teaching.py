@@ -782,60 +782,61 @@ def test_strictness_orders_the_modes():
     ],
 )
 def test_a_locked_gate_refuses_to_loosen(locked: TeachingPolicy, loosened: TeachingPolicy, what: str):
-    gate = PolicyHolder(locked)
+    holder = PolicyHolder(locked)
     with pytest.raises(PolicyLockedError) as info:
-        gate.set(loosened)
+        holder.set(loosened)
     message = str(info.value)
     assert one_line(message) and what in message
     assert (
         message.startswith("Your instructor has set this notebook to ") and "isn't available here" in message
     )
     assert isinstance(info.value, PermissionError) and isinstance(info.value, NbrefineError)
-    assert gate.policy is locked and not locked.allows(loosened)
+    assert holder.policy is locked and not locked.allows(loosened)
 
 
 def test_config_and_cell_options_cannot_loosen_a_locked_policy_but_may_tighten_it():
-    gate = PolicyHolder()
-    apply_policy_line("--mode hint --max-hints 3 --lock", gate)
-    assert gate.policy == TeachingPolicy("hint", 3, locked=True) and gate.policy.source == "setup cell"
+    holder = PolicyHolder()
+    apply_policy_line("--mode hint --max-hints 3 --lock", holder)
+    assert holder.policy == TeachingPolicy("hint", 3, locked=True) and holder.policy.source == "setup cell"
     for loosen in (
-        lambda: gate.configure(mode="fix"),  # %config Refine.mode = 'fix'
-        lambda: gate.configure(max_hints=10),
-        lambda: gate.effective("fix"),  # %%refine --mode fix
-        lambda: gate.effective(max_hints=4),
-        lambda: gate.effective("graduated", allow_solution=True),
-        lambda: apply_policy_line("--mode fix", gate),
+        lambda: holder.configure(mode="fix"),  # %config Refine.mode = 'fix'
+        lambda: holder.configure(max_hints=10),
+        lambda: holder.effective("fix"),  # %%refine --mode fix
+        lambda: holder.effective(max_hints=4),
+        lambda: holder.effective("graduated", allow_solution=True),
+        lambda: apply_policy_line("--mode fix", holder),
     ):
         with pytest.raises(PolicyLockedError, match="hint mode, up to 3 hints per cell"):
             loosen()
-    assert gate.policy == TeachingPolicy("hint", 3, locked=True)
+    assert holder.policy == TeachingPolicy("hint", 3, locked=True)
     # Tightening is fine: per cell, and for the whole kernel.
-    assert gate.effective("explain") == TeachingPolicy("explain", 3, locked=True)
-    assert gate.effective(max_hints=1) == TeachingPolicy("hint", 1, locked=True)
-    assert gate.effective() is gate.policy
-    assert gate.configure(max_hints=2) == TeachingPolicy("hint", 2, locked=True)
-    gate.set(TeachingPolicy("explain", 1, locked=True, source="setup cell"))
-    assert gate.policy.mode == "explain"
+    assert holder.effective("explain") == TeachingPolicy("explain", 3, locked=True)
+    assert holder.effective(max_hints=1) == TeachingPolicy("hint", 1, locked=True)
+    assert holder.effective() is holder.policy
+    assert holder.configure(max_hints=2) == TeachingPolicy("hint", 2, locked=True)
+    holder.set(TeachingPolicy("explain", 1, locked=True, source="setup cell"))
+    assert holder.policy.mode == "explain"
 
 
 def test_an_unlocked_gate_allows_anything():
-    gate = PolicyHolder(TeachingPolicy("explain", 1))
+    holder = PolicyHolder(TeachingPolicy("explain", 1))
     for policy in (
         TeachingPolicy("fix"),
         TeachingPolicy("graduated", 3, allow_solution=True),
         TeachingPolicy("hint", None),
     ):
-        gate.set(policy)
-        assert gate.policy == policy
-    assert gate.configure(mode="hint", max_hints=2) == TeachingPolicy("hint", 2)
-    assert gate.configure(no_hint_cap=True) == TeachingPolicy("hint", None)
-    gate.configure(max_hints=2)
+        holder.set(policy)
+        assert holder.policy == policy
+    assert holder.configure(mode="hint", max_hints=2) == TeachingPolicy("hint", 2)
+    assert holder.configure(no_hint_cap=True) == TeachingPolicy("hint", None)
+    holder.configure(max_hints=2)
     assert (
-        gate.effective("fix") == TeachingPolicy("fix", 2) and gate.effective("fix").source == "cell options"
+        holder.effective("fix") == TeachingPolicy("fix", 2)
+        and holder.effective("fix").source == "cell options"
     )
     # Graduated with the solution, then hint: the solution option does not carry over.
-    gate.set(TeachingPolicy("graduated", allow_solution=True))
-    assert gate.configure(mode="hint") == TeachingPolicy("hint", 3)
+    holder.set(TeachingPolicy("graduated", allow_solution=True))
+    assert holder.configure(mode="hint") == TeachingPolicy("hint", 3)
 
 
 def test_policy_line_parsing():

@@ -13,6 +13,7 @@ through ``pythonpath`` in pyproject.toml, and no test edits ``sys.path``.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,3 +177,76 @@ def test_the_layout_checks_catch_a_violation() -> None:
     assert [n.name for n in conftest.body if isinstance(n, ast.FunctionDef) and _is_the_shared_fake(n)] == [
         "fake"
     ]
+
+
+# --------------------------------------------------------------------------- the package's own map
+
+#: Module basenames that repeat in the package and mean the same thing in both places (the
+#: "Words" section of docs/architecture.md says so): the command and its report, the parser base
+#: and the command line's parsers on it.
+SAME_MEANING = {"__init__", "_argparse", "bench"}
+
+
+def _repeated_basenames(paths: list[Path]) -> set[str]:
+    stems = [p.stem for p in paths]
+    return {s for s in stems if stems.count(s) > 1} - SAME_MEANING
+
+
+def test_no_module_basename_repeats_with_another_meaning() -> None:
+    assert _repeated_basenames(sorted(PACKAGE.rglob("*.py"))) == set()
+
+
+def test_the_basename_rule_catches_a_second_meaning() -> None:
+    assert _repeated_basenames([Path("engine/job.py"), Path("batch/job.py"), Path("cli/bench.py")]) == {"job"}
+
+
+def _architecture_rows() -> dict[str, str]:
+    """The package table of docs/architecture.md: folder (``engine/``) -> what the row says."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| [^|]+ \| `([\w.]+/?)` \| (.+) \|$", text, flags=re.M)
+    return {folder: what for folder, what in rows}
+
+
+def _unnamed_modules(folder: str, what: str) -> list[str]:
+    """The modules (``cluster``) and subpackages (``teaching/``) of ``nbrefine/<folder>`` that the
+    row does not name in backticks."""
+    named = set(re.findall(r"`(\w+/?)`", what))
+    layer = PACKAGE / folder
+    missing = []
+    for path in sorted(layer.rglob("*.py")):
+        if path.stem != "__init__":
+            name = path.stem
+        elif path.parent != layer:
+            name = path.parent.name + "/"
+        else:
+            continue
+        if name not in named:
+            missing.append(str(path.relative_to(layer)))
+    return missing
+
+
+def test_the_architecture_map_names_every_module_of_every_layer() -> None:
+    """docs/architecture.md is the newcomer's map: a module added, moved or renamed must show there."""
+    rows = _architecture_rows()
+    layers = sorted(p.name + "/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    assert sorted(k for k in rows if k.endswith("/")) == layers
+    missing = {
+        folder: m
+        for folder, what in rows.items()
+        if folder.endswith("/") and (m := _unnamed_modules(folder.rstrip("/"), what))
+    }
+    assert missing == {}
+
+
+def test_the_map_rule_catches_an_unnamed_module() -> None:
+    assert _unnamed_modules("batch", "`client`, `gate`") != []
+    assert "notebook_job.py" in _unnamed_modules("batch", "`client`, `gate`")
+
+
+def test_the_readme_map_names_each_layer_folder_once() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## How it is built", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    named = [name for row in rows for name in re.findall(r"`(\w+/|_errors\.py)`", row)]
+    layers = [p.name + "/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()] + ["_errors.py"]
+    assert sorted(named) == sorted(layers)

@@ -12,8 +12,8 @@
 - :mod:`.turn`: one teaching turn (:func:`teach`), which the session runs; a reply left too little
   once its code is withheld is asked for again, saying why.
 
-The kernel's own gate and ledger are kept by :mod:`nbrefine.engine.kernel_state` (``kernel_policy_holder()``,
-``kernel_ledger()``, ``install_notebook_policy``, ``apply_policy_line``).
+The kernel's own policy holder and ledger are kept by :mod:`nbrefine.engine.kernel_state`
+(``kernel_policy_holder()``, ``kernel_ledger()``, ``install_notebook_policy``, ``apply_policy_line``).
 
 Inside, imports go one way: policy, then hints, then prompt, rewrite, guard and texts, then tutor,
 then turn.
