@@ -1,7 +1,7 @@
 """The labextension's side of the write-back protocol, driven by a kernel snippet.
 
 No nbrefine code runs in these kernels: a few lines open the comm the way
-``nbrefine/writeback.py`` does (``comm.create_comm(target_name="nbrefine", data=...)``) and
+``nbrefine/ipython/writeback.py`` does (``comm.create_comm(target_name="nbrefine", data=...)``) and
 record the answer, so these tests pin down the extension on its own.
 """
 

@@ -145,3 +145,43 @@ def test_the_api_page_documents_the_public_surface(site: Path) -> None:
     ids = _ids(site / "api.html")
     missing = [name for name in nbrefine.__all__ if f"nbrefine.{name}" not in ids]
     assert missing == []
+
+
+#: Where the prose cites files of the repository by path: the pages, the READMEs, the guides, the
+#: extension's sources and every docstring and comment of the package and the tests.
+_CITING = [
+    "docs/**/*.md",
+    "*.md",
+    "bench/README.md",
+    "labextension/README.md",
+    "labextension/src/**/*.ts",
+    "nbrefine/**/*.py",
+    "tests/**/*.py",
+    "bench/**/*.py",
+]
+_CITED_PATH = re.compile(r"(?<![\w/.])((?:nbrefine|tests|bench|labextension/src)/[\w/.-]+\.(?:py|ts|md))\b")
+
+
+def _cited_paths(text: str) -> set[str]:
+    return set(_CITED_PATH.findall(text))
+
+
+def test_every_file_the_prose_cites_by_path_exists() -> None:
+    """A module moved or renamed leaves no page, README or docstring pointing at its old path."""
+    stale = sorted(
+        f"{source.relative_to(ROOT)}: {cited}"
+        for pattern in _CITING
+        for source in ROOT.glob(pattern)
+        if "node_modules" not in source.parts and source != Path(__file__)  # its own examples
+        for cited in _cited_paths(source.read_text(encoding="utf-8"))
+        if not (ROOT / cited).exists()
+    )
+    assert stale == []
+
+
+def test_the_cited_path_rule_reads_paths_in_prose() -> None:
+    assert _cited_paths("see `nbrefine/batch/runner.py` and tests/fakes/server.py.") == {
+        "nbrefine/batch/runner.py",
+        "tests/fakes/server.py",
+    }
+    assert _cited_paths("the folder tests/corpus/ and x/nbrefine/a.py") == set()
