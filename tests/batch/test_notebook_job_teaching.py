@@ -8,15 +8,14 @@ it neither resembles the test cell nor redefines anything in it.
 
 from __future__ import annotations
 
-import linecache
 from typing import Any
 
 import pytest
+from failed_cells import run_failing_cell
 
 from nbrefine.engine import RepairTask
 from nbrefine.engine.teaching import guard_reply, withheld_note
 from nbrefine.grounding import Redactor
-from nbrefine.grounding.capture import capture_failure
 from nbrefine.sandbox import LiveForkRunner
 
 pytestmark = pytest.mark.timeout(120)
@@ -25,15 +24,7 @@ pytestmark = pytest.mark.timeout(120)
 def failing(code: str, namespace: dict[str, Any]) -> tuple[RepairTask, LiveForkRunner]:
     """Run ``code`` for real on ``namespace``; the task and a runner on the state before."""
     before = dict(namespace)
-    linecache.cache["<cell>"] = (len(code), None, code.splitlines(keepends=True), "<cell>")
-    try:
-        exec(compile(code, "<cell>", "exec"), namespace)
-    except Exception as err:
-        failure = capture_failure(
-            err, code=code, code_filename="<cell>", user_globals=namespace, run_unsafe=lambda fn: fn()
-        )
-    else:
-        raise AssertionError("the cell was meant to fail")
+    failure = run_failing_cell(code, namespace)
     return RepairTask(code=code, failures=(failure,), namespace=before), LiveForkRunner(
         dict(before), Redactor(environ={})
     )

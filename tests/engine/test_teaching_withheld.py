@@ -9,12 +9,12 @@ what was withheld and why, and after that nbrefine's own hint stands in.
 
 from __future__ import annotations
 
-import linecache
 import random
 import re
 from typing import Any
 
 import pytest
+from failed_cells import run_failing_cell
 
 import nbrefine
 from nbrefine._errors import ProviderError
@@ -30,7 +30,6 @@ from nbrefine.engine.teaching import (
 from nbrefine.engine.teaching.rewrite import Withheld, reads_whole, take_out, wholeness_faults
 from nbrefine.engine.teaching.turn import too_little_left, why_not_shown
 from nbrefine.grounding import Redactor
-from nbrefine.grounding.capture import capture_failure
 from nbrefine.providers.scripted import ScriptedProvider
 from nbrefine.sandbox import LiveForkRunner
 
@@ -61,16 +60,7 @@ ALL_FIX = (
 
 def failing(code: str = CELL) -> tuple[RepairTask, LiveForkRunner]:
     """Run ``code`` for real; the task and a runner on the state before it."""
-    namespace: dict[str, Any] = {}
-    linecache.cache["<cell>"] = (len(code), None, code.splitlines(keepends=True), "<cell>")
-    try:
-        exec(compile(code, "<cell>", "exec"), namespace)
-    except Exception as err:
-        failure = capture_failure(
-            err, code=code, code_filename="<cell>", user_globals=namespace, run_unsafe=lambda fn: fn()
-        )
-    else:
-        raise AssertionError("the cell was meant to fail")
+    failure = run_failing_cell(code, {})
     return RepairTask(code=code, failures=(failure,)), LiveForkRunner({}, Redactor(environ={}))
 
 

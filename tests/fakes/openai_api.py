@@ -167,13 +167,19 @@ class _Handler(Handler):
     def begin_reply(self) -> None:
         self._reply_id, self._created = new_id("chatcmpl", "-"), int(time.time())
 
-    def reply_body(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> Any:
-        reply: dict[str, Any] = {
+    def _head(self, kind: str, spec: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+        """What a completion and each chunk of a streamed one begin with."""
+        return {
             "id": self._reply_id,
-            "object": "chat.completion",
+            "object": kind,
             "created": self._created,
             "model": spec.get("model") or body.get("model"),
             "system_fingerprint": "fp_fake",
+        }
+
+    def reply_body(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> Any:
+        reply: dict[str, Any] = {
+            **self._head("chat.completion", spec, body),
             "choices": [
                 {
                     "index": 0,
@@ -194,14 +200,7 @@ class _Handler(Handler):
         in_last = bool(spec.get("usage_in_last_chunk"))
 
         def chunk(choices: list[dict[str, Any]], usage: Any = None) -> dict[str, Any]:
-            data: dict[str, Any] = {
-                "id": self._reply_id,
-                "object": "chat.completion.chunk",
-                "created": self._created,
-                "model": spec.get("model") or body.get("model"),
-                "system_fingerprint": "fp_fake",
-                "choices": choices,
-            }
+            data: dict[str, Any] = {**self._head("chat.completion.chunk", spec, body), "choices": choices}
             if include_usage:
                 data["usage"] = usage
             return data

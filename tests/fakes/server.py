@@ -10,6 +10,7 @@ give up when the server stops, the control endpoints (``/_fake/...``) and the co
 
 from __future__ import annotations
 
+import abc
 import argparse
 import contextlib
 import copy
@@ -56,7 +57,7 @@ class _Server(ThreadingHTTPServer):
         self.fake.log.debug("error while serving %s", client_address, exc_info=True)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(BaseHTTPRequestHandler, abc.ABC):
     """One connection of a fake; subclasses say what their API answers (the hooks below)."""
 
     protocol_version = "HTTP/1.1"
@@ -76,34 +77,35 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- hooks -----------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def api(self, method: str, path: str, body: Any) -> None:
         """Answer an authorized API request (recorded already)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def error_payload(self, status: int, spec: Mapping[str, Any]) -> Any:
         """The API's JSON error body for ``status`` (``spec`` may name a type, code, message)."""
-        raise NotImplementedError
 
     def begin_reply(self) -> None:
         """Called before a reply spec is answered (new ids)."""
 
+    @abc.abstractmethod
     def reply_body(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> Any:
         """The JSON body of a complete non-streamed reply."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def events(self, spec: Mapping[str, Any], body: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
         """``(kind, data)`` of a complete streamed reply, in the API's order."""
-        raise NotImplementedError
 
     def sse(self, kind: str, data: Any) -> bytes:
         return f"data: {json.dumps(data)}\n\n".encode()
 
+    @abc.abstractmethod
     def stream_error(self, spec: Mapping[str, Any]) -> bytes:
         """The event a stream that fails after it began sends."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def malformed_body(self, streaming: bool) -> str:
-        raise NotImplementedError
+        """A body the SDK cannot read (the ``malformed`` fault), streamed or not."""
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -309,7 +311,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send_body(200, data, content_type)
 
 
-class FakeServer:
+class FakeServer(abc.ABC):
     """A fake API on ``127.0.0.1`` serving scripted reply specs. Thread-safe: the server answers
     each connection on its own thread, and ``script``, ``requests``, ``reset`` may be called from
     any thread."""
@@ -453,7 +455,7 @@ class FakeServer:
 
     # -- used by the handler ---------------------------------------------------------------
 
-    def _forget(self) -> None:
+    def _forget(self) -> None:  # noqa: B027 (an optional hook: most fakes keep nothing more)
         """What ``reset`` clears besides the queue and the requests (the lock is held)."""
 
     def _control_views(self) -> dict[str, Any]:
@@ -463,8 +465,9 @@ class FakeServer:
             "/_fake/state": lambda: {"pending": self.pending, "requests": len(self.requests)},
         }
 
+    @abc.abstractmethod
     def _authorized(self, headers: Mapping[str, str]) -> bool:
-        raise NotImplementedError
+        """Whether the request carries this API's key header."""
 
     def _next_spec(self) -> dict[str, Any]:
         with self._lock:
