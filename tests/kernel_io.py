@@ -128,7 +128,8 @@ def wait_until(condition: Any, within: float = 5.0) -> bool:
 
 def kernels_in(folder: Path) -> list[int]:
     """Processes running ipykernel whose working folder is in ``folder``: a batch's kernels,
-    the ones started ahead included (they run in their notebook's folder)."""
+    the ones started ahead included (they run in their notebook's folder). A kernel forked from
+    a worker's zygote has the zygote's command line."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -138,7 +139,8 @@ def kernels_in(folder: Path) -> list[int]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if b"ipykernel" in command and Path(cwd).is_relative_to(folder):
+        is_kernel = b"ipykernel" in command or b"nbrefine.ipython.zygote" in command
+        if is_kernel and Path(cwd).is_relative_to(folder):
             found.append(int(entry.name))
     return found
 

@@ -8,7 +8,7 @@ session a ``%%refine`` cell made (:meth:`KernelDriver.session`). Nothing here im
 whatever must happen in the kernel is a function of ``nbrefine.ipython.kernel_api``, named here as
 a string (:func:`call_code`).
 
-May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's :mod:`.notebook_files`,
+May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's :mod:`.notebook_files` and :mod:`.forked_kernels`,
 the standard library, nbclient, nbformat, jupyter_client and jupyter_core.
 """
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from .session_json import SessionJSON
+    from .forked_kernels import Zygotes
 
 __all__ = [
     "KERNEL_API",
@@ -246,17 +247,18 @@ class StartedKernel:
         return poll is not None and poll.poll() is None
 
 
-def start_kernel(name: str, folder: Path, warm_up: str = "") -> StartedKernel:
+def start_kernel(name: str, folder: Path, warm_up: str = "", zygotes: Zygotes | None = None) -> StartedKernel:
     """Start kernel ``name`` in ``folder`` without waiting for it to be ready; ``warm_up`` (code)
-    is queued as its first, silent request. :class:`BadInputError` (one line, with the kernel's
+    is queued as its first, silent request. With ``zygotes``, it is forked from the worker's warm
+    zygote where it can be (:mod:`.forked_kernels`). :class:`BadInputError` (one line, with the kernel's
     last words) when it cannot start."""
     from jupyter_core.utils import run_sync
 
-    started: StartedKernel = run_sync(_start)(name, folder, warm_up)
+    started: StartedKernel = run_sync(_start)(name, folder, warm_up, zygotes)
     return started
 
 
-async def _start(name: str, folder: Path, warm_up: str) -> StartedKernel:
+async def _start(name: str, folder: Path, warm_up: str, zygotes: Zygotes | None) -> StartedKernel:
     from nbclient import NotebookClient
 
     # nbclient starts it, as it would for a notebook: its kernel manager, the history in memory.
@@ -264,6 +266,10 @@ async def _start(name: str, folder: Path, warm_up: str) -> StartedKernel:
     log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - the kernel's; closed at its shutdown
     try:
         km = starter.km = starter.create_kernel_manager()
+        if zygotes is not None:
+            from .forked_kernels import zygote_provisioner
+
+            km.provisioner = zygote_provisioner(km, zygotes)  # None: jupyter_client makes its own
         await starter.async_start_new_kernel(cwd=str(folder), stderr=log)
     except Exception as err:
         detail = first_line(str(err)) or type(err).__name__
@@ -293,7 +299,7 @@ def open_kernel(
     and folder (a dead one is replaced by a fresh start, said in one line to ``note``), and the
     kernel is shut down in the background."""
     client = _notebook_client(notebook, name, folder, cell_timeout)
-    kernel = _ready(client, spares.take(name, folder) if spares else None, note or (lambda line: None))
+    kernel = _ready(client, spares, note or (lambda line: None))
     try:
         kc: Any = client.kc
         info = client.wait_for_reply(kc.kernel_info())
@@ -328,10 +334,12 @@ def _notebook_client(notebook: NotebookNode, name: str, folder: Path, cell_timeo
     )
 
 
-def _ready(client: Any, spare: StartedKernel | None, note: Callable[[str], None]) -> StartedKernel:
-    """``client`` attached to a kernel ready to run: ``spare`` if it answers, else a fresh one
-    started in the notebook's folder (``client.resources``)."""
+def _ready(client: Any, spares: SpareKernels | None, note: Callable[[str], None]) -> StartedKernel:
+    """``client`` attached to a kernel ready to run: the spare kernel started for this notebook if
+    it answers, else a fresh one started in the notebook's folder (``client.resources``)."""
     folder = Path(client.resources["metadata"]["path"])
+    spare = spares.take(client.kernel_name, folder) if spares else None
+    zygotes = spares.zygotes if spares else None
     if spare is not None:
         try:
             return _attach(client, spare)
@@ -339,14 +347,14 @@ def _ready(client: Any, spare: StartedKernel | None, note: Callable[[str], None]
             reason = str(err).partition(": ")[2]
             note(f"the kernel started ahead could not be used ({reason}); starting a fresh one")
     try:
-        return _attach(client, start_kernel(client.kernel_name, folder))
+        return _attach(client, start_kernel(client.kernel_name, folder, zygotes=zygotes))
     except BadInputError as err:
         # jupyter_client picks free ports and the kernel binds them a moment later: another
         # process may take one in between. That kernel dies at once; one more start is cheap.
         if _PORT_TAKEN not in str(err):
             raise
         note("a port given to the kernel was taken before it could bind it; starting it again")
-        return _attach(client, start_kernel(client.kernel_name, folder))
+        return _attach(client, start_kernel(client.kernel_name, folder, zygotes=zygotes))
 
 
 _PORT_TAKEN = "Address already in use"  # what zmq says when the kernel cannot bind a port
@@ -432,10 +440,14 @@ class SpareKernels:
     """A batch worker's kernels: the one started ahead for its next notebook (:meth:`prepare`,
     :meth:`take`) and those shutting down in the background (:meth:`retire`). A notebook's kernel
     boots, and the last one exits, while the worker runs another notebook's cells; each kernel
-    still serves one notebook only. :meth:`close` (the block's end) stops them all and waits."""
+    still serves one notebook only. The kernels are forked from the worker's zygote
+    (:attr:`zygotes`) where they can be. :meth:`close` (the block's end) stops them all and waits."""
 
     def __init__(self) -> None:
+        from .forked_kernels import Zygotes
+
         self.spare: StartedKernel | None = None
+        self.zygotes = Zygotes()
         self._stopping: list[threading.Thread] = []
 
     def __enter__(self) -> SpareKernels:
@@ -453,7 +465,7 @@ class SpareKernels:
         if not folder.is_dir():  # gone since it was queued: its notebook will say so itself
             return 0
         try:
-            self.spare = start_kernel(name, folder, warm_up)
+            self.spare = start_kernel(name, folder, warm_up, self.zygotes)
         except BadInputError:
             return 0
         return self.spare.pid
@@ -482,6 +494,7 @@ class SpareKernels:
         for thread in self._stopping:
             thread.join()
         self._stopping = []
+        self.zygotes.close()  # after its kernels: they would die with it
 
 
 def _stop_in_thread(kernel: StartedKernel) -> None:

@@ -276,7 +276,11 @@ def test_ctrl_c_stops_every_kernel_writes_nothing_half_done_and_the_partial_repo
 DOOMED = (
     "import os, time\n"
     "open('kernel.pid', 'w').write(str(os.getpid()))\n"
-    "open('worker.pid', 'w').write(str(os.getppid()))\n"
+    # The kernel was forked by the worker's zygote, whose parent is the worker.
+    "parent = os.getppid()\n"
+    "assert 'nbrefine.ipython.zygote' in open(f'/proc/{parent}/cmdline').read()\n"
+    "worker = int(open(f'/proc/{parent}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+    "open('worker.pid', 'w').write(str(worker))\n"
     "time.sleep(60)"
 )
 
@@ -285,7 +289,7 @@ def test_a_worker_that_dies_fails_its_notebook_and_the_batch_goes_on(tmp_path: P
     notebook(tmp_path / "nbs/a_doomed.ipynb", DOOMED, "x = 1")
     notebook(tmp_path / "nbs/b_fine.ipynb", "x = 1")
     notebook(tmp_path / "nbs/c_fine.ipynb", "y = 2")
-    # The kernel's parent is the worker running its notebook: kill it (the OOM killer would).
+    # Kill the worker running the notebook (the OOM killer would).
     killed: list[int] = []
 
     def kill_the_worker() -> None:

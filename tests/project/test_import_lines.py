@@ -52,6 +52,7 @@ THIRD_PARTY = {
     "openai": "openai",
     "anywidget": "anywidget",
     "ipykernel": "ipykernel",
+    "ipykernel_launcher": "ipykernel_launcher",  # the module ipykernel installs beside itself
     "numpy": "numpy",
     "pandas": "pandas",
     "stack_data": "stack_data",

@@ -33,7 +33,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .native import load_libc
+from .native import die_with_parent, load_libc
 from .secrets import wipe_environment
 from .trial_policy import DEVICES
 
@@ -70,7 +70,6 @@ try:
 except OSError:
     pass
 """
-_PR_SET_PDEATHSIG = 1
 _DEV_LINKS = {
     "fd": "/proc/self/fd",
     "stdin": "/proc/self/fd/0",
@@ -310,7 +309,7 @@ class _PidOne:
 
 def _pid_one(order_r: int, answer_w: int, alive_r: int) -> None:  # pragma: no cover - runs in pid 1
     libc = load_libc()
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    die_with_parent(signal.SIGKILL)
     if os.read(order_r, 1) == b"y":  # once the snapshot no longer needs the host's /proc
         mounted = libc.mount(b"proc", b"/proc", b"proc", _PROC_FLAGS, None) == 0
         os.write(answer_w, b"proc" if mounted else b"none")

@@ -1,0 +1,182 @@
+"""The kernel zygote: one warm process that forks a batch worker's kernels instead of starting them.
+
+A kernel started the usual way (``python -m ipykernel_launcher -f FILE``) spends about half a
+second of CPU importing ipykernel, IPython and what a repair needs, before it runs a line of the
+notebook. A batch worker that runs notebook after notebook pays that for every one. The zygote
+pays it once: it imports all that (nothing else: no user code, no shell, no socket, no thread) and
+then, for each kernel the worker asks for, forks a child that becomes the kernel, in the
+notebook's folder, with the environment, streams and connection file the kernel manager chose,
+exactly as ``ipykernel_launcher`` would start it. Each notebook still gets a process of its own,
+forked from the same untouched zygote: what one notebook ran is never seen by the next.
+
+It is started by :class:`nbrefine.headless.forked_kernels.Zygote` with the interpreter and interpreter
+options of the kernel spec, its own folder off ``sys.path`` as ``ipykernel_launcher`` has it while
+it imports (:data:`nbrefine.headless.forked_kernels.START`), and talks to it over
+the ``AF_UNIX``/``SOCK_SEQPACKET`` socket ``FD`` (one JSON message per packet, descriptors
+attached):
+
+- zygote -> worker, once: ``{"ready": pid}``, or ``{"error": "..."}`` when it cannot preload;
+- ``{"op": "spawn", "args": [...], "cwd": ..., "env": {...}}`` with the kernel's stdin, stdout
+  and stderr attached -> ``{"pid": N}`` with a pidfd of the kernel attached (the worker polls and
+  signals the kernel through it, with no pid reuse race), or ``{"error": "..."}``;
+- ``{"op": "status", "pid": N}`` -> ``{"status": CODE}`` once the kernel has exited (a negative
+  code: the signal that ended it, as :class:`subprocess.Popen` says), ``{"status": null}`` before.
+
+The zygote ends when the worker's end of the socket closes (the worker exited or was killed); its
+kernels then get SIGKILL (their parent-death signal), so none outlives the batch.
+
+May import: ipykernel, ipykernel_launcher, IPython, the IPython side's :mod:`.repairs` and :mod:`.kernel_api` (what it
+preloads), :mod:`nbrefine.sandbox.hardening.native` (the parent-death signal) and the standard
+library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import traceback
+from typing import Any
+
+__all__ = ["main"]
+
+#: How often the zygote reaps the kernels that have exited, when no request comes.
+_REAP_EVERY_S = 1.0
+_MAX_MESSAGE = 1 << 20  # a spawn request carries the kernel's environment
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    channel = socket.socket(fileno=int(args[0]))
+    try:
+        _preload()
+        if threading.active_count() != 1:  # a fork copies one thread: others' locks stay held
+            raise RuntimeError(f"{threading.active_count()} threads after the imports; forking is unsafe")
+    except BaseException as err:
+        _send(channel, {"error": f"the zygote cannot preload: {type(err).__name__}: {err}"})
+        return 1
+    _send(channel, {"ready": os.getpid()})
+    return _serve(channel)
+
+
+def _preload() -> None:
+    """What every kernel imports before its first cell, and what its first repair needs."""
+    import ipykernel.kernelapp  # noqa: F401
+
+    from . import kernel_api  # noqa: F401
+    from .repairs import warm_up
+
+    warm_up()
+
+
+def _serve(channel: socket.socket) -> int:
+    exited: dict[int, int] = {}
+    while True:
+        readable, _, _ = select.select([channel], [], [], _REAP_EVERY_S)
+        _reap(exited)
+        if not readable:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(channel, _MAX_MESSAGE, 3)
+        except OSError:
+            return 0
+        if not data:  # the worker's end closed
+            return 0
+        request = json.loads(data)
+        if request.get("op") == "spawn":
+            _spawn(channel, request, fds)
+        elif request.get("op") == "status":
+            _send(channel, {"status": _status(int(request["pid"]), exited)})
+        else:
+            _send(channel, {"error": f"unknown request {request.get('op')!r}"})
+        for fd in fds:
+            os.close(fd)
+
+
+def _spawn(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+    if len(fds) != 3:
+        _send(channel, {"error": "a spawn request needs the kernel's stdin, stdout and stderr"})
+        return
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the kernel (its tests see it from outside)
+        try:
+            _become_kernel(channel, request, fds, zygote)
+        except SystemExit:
+            raise  # the kernel's own exit: the interpreter ends as a kernel's would, at exit hooks
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+        os._exit(1)
+    pidfd = os.pidfd_open(pid)  # no race: only this loop reaps, and it is here
+    try:
+        _send(channel, {"pid": pid}, [pidfd])
+    finally:
+        os.close(pidfd)
+
+
+def _become_kernel(channel: socket.socket, request: dict[str, Any], fds: list[int], zygote: int) -> None:
+    """In the forked child: the process ``python -m ipykernel_launcher ARGS`` would be."""
+    from ..sandbox.hardening.native import die_with_parent
+
+    die_with_parent(signal.SIGKILL)
+    if os.getppid() != zygote:  # the zygote died before the line above
+        os._exit(1)
+    os.setsid()  # as jupyter_client starts a kernel: interrupts and kills reach its process group
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    channel.close()
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    from ipykernel import kernelapp
+
+    # jupyter_client's launch names the kernel's parent in JPY_PARENT_PID, which ipykernel read
+    # when the zygote imported it; the parent is the zygote. The kernel polls it and exits when
+    # it changes.
+    os.environ["JPY_PARENT_PID"] = str(zygote)
+    sys.argv = [_launcher_path(), *request["args"]]
+    kernelapp.launch_new_instance(argv=request["args"], parent_handle=zygote)
+    sys.exit(0)
+
+
+def _launcher_path() -> str:
+    import ipykernel_launcher
+
+    return str(ipykernel_launcher.__file__)
+
+
+def _reap(exited: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        exited[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _status(pid: int, exited: dict[int, int]) -> int | None:
+    if pid not in exited:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done == 0:
+            return None
+        exited[pid] = os.waitstatus_to_exitcode(status)
+    return exited[pid]
+
+
+def _send(channel: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    socket.send_fds(channel, [json.dumps(message).encode()], fds or [])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Kernels forked from a batch worker's zygote: real kernels, through the kernel driver as a batch
+worker uses it (:class:`SpareKernels`, :func:`open_kernel`), compared with kernels started the
+usual way. No timing is asserted (``bench/bench_batch.py`` measures the CPU it saves)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kernel_io import ended, wait_until
+from nbformat.v4 import new_code_cell, new_notebook
+
+from nbrefine._errors import KernelDiedError
+from nbrefine.headless import SpareKernels
+from nbrefine.headless.kernel import TIMEOUT_ENAME, KernelDriver, call_code, open_kernel
+from nbrefine.headless.forked_kernels import ForkedKernel, kernel_launch
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.usefixtures("clean_env_in_tmp"),
+    pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the zygote needs pidfds (Linux 5.3)"),
+]
+
+# What a kernel's process looks like from inside, as the notebook's code could see it.
+PROBE = r"""
+import json, os, signal, sys, threading
+print(json.dumps({
+    "path": sys.path, "cwd": os.getcwd(), "executable": sys.executable, "flags": str(sys.flags),
+    "argv": [sys.argv[0], *(a for a in sys.argv[1:] if not a.endswith(".json"))],
+    "main": sys.modules["__main__"].__name__,
+    "names": sorted(k for k in get_ipython().user_ns if not k.startswith("_")),
+    "signals": {s: repr(signal.getsignal(getattr(signal, s))) for s in ("SIGINT", "SIGCHLD", "SIGPIPE")},
+    "own_session": os.getsid(0) == os.getpid() == os.getpgid(0),
+    "threads": sorted(t.name.split(" ")[0] for t in threading.enumerate()),
+    "env": sorted(k for k in os.environ if k != "JPY_PARENT_PID"),
+    "env_value": os.environ.get("NBREFINE_ZYGOTE_PROBE"),
+    "stdio": [os.readlink(f"/proc/self/fd/{n}").split(":")[0] for n in (0, 1)],  # 2: its own log
+    "parent_named": os.environ.get("JPY_PARENT_PID") == str(os.getppid()),
+}))
+"""
+
+
+def notebook() -> Any:
+    return new_notebook(cells=[new_code_cell("x = 1", id="c1")])
+
+
+@pytest.fixture
+def spares() -> Iterator[SpareKernels]:
+    with SpareKernels() as kernels:
+        yield kernels
+
+
+def probe(kernel: KernelDriver) -> dict[str, Any]:
+    run = kernel.run(PROBE, 0, store_history=False)
+    assert run.ok, run.evalue
+    return dict(json.loads(run.stdout()))
+
+
+def forked(kernel: KernelDriver) -> bool:
+    return isinstance(kernel.client.km.provisioner.process, ForkedKernel)
+
+
+def test_a_forked_kernel_is_the_process_a_started_one_would_be(
+    tmp_path: Path, spares: SpareKernels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBREFINE_ZYGOTE_PROBE", "the worker's environment")
+    (tmp_path / "nb").mkdir()
+    with open_kernel(notebook(), "python3", tmp_path / "nb", 30) as kernel:
+        assert not forked(kernel)
+        started = probe(kernel)
+    with open_kernel(notebook(), "python3", tmp_path / "nb", 30, spares=spares) as kernel:
+        assert forked(kernel), spares.zygotes.failure
+        made = probe(kernel)
+        assert kernel.pid != spares.zygotes.zygote.pid  # type: ignore[union-attr]
+    assert made == started
+    assert made["cwd"] == str(tmp_path / "nb") and made["own_session"] and made["parent_named"]
+    assert made["env_value"] == "the worker's environment"
+    assert made["argv"][0].endswith("ipykernel_launcher.py")
+    assert "Thread-1" in made["threads"]  # ipykernel's watch on its parent (the zygote) runs
+
+
+def test_each_notebook_gets_a_fresh_process_of_its_own(tmp_path: Path, spares: SpareKernels) -> None:
+    seen = []
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        spares.prepare("python3", tmp_path / name, call_code("warm_up", "offline"))
+        with open_kernel(notebook(), "python3", tmp_path / name, 30, spares=spares) as kernel:
+            assert forked(kernel), spares.zygotes.failure
+            run = kernel.run(
+                "import os, random\nleaked = 'secret' in globals()\nsecret = 42\n"
+                "print(os.getpid(), random.random(), leaked, os.getcwd())",
+                0,
+                store_history=True,
+            )
+            assert run.ok, run.evalue
+            pid, draw, leaked, cwd = run.stdout().split()
+            seen.append((pid, draw))
+            assert leaked == "False" and cwd == str(tmp_path / name)
+    assert len({pid for pid, _ in seen}) == 3 and len({draw for _, draw in seen}) == 3  # reseeded
+
+
+def test_interrupts_reach_a_forked_kernel_and_it_goes_on(tmp_path: Path, spares: SpareKernels) -> None:
+    with open_kernel(notebook(), "python3", tmp_path, 2, spares=spares) as kernel:
+        assert forked(kernel)
+        stuck = kernel.run("import time\ntime.sleep(60)", 0, store_history=False)
+        assert stuck.timed_out and stuck.ename == TIMEOUT_ENAME
+        after = kernel.run("print('still here')", 0, store_history=False)
+        assert after.ok and after.stdout() == "still here\n"
+
+
+def test_a_forked_kernel_that_dies_is_seen_dead_with_its_exit_code(
+    tmp_path: Path, spares: SpareKernels
+) -> None:
+    with open_kernel(notebook(), "python3", tmp_path, 30, spares=spares) as kernel:
+        process = kernel.client.km.provisioner.process
+        assert isinstance(process, ForkedKernel)
+        with pytest.raises(KernelDiedError):
+            kernel.run("import os\nos._exit(3)", 0, store_history=False)
+        assert wait_until(lambda: process.poll() is not None)
+        assert process.returncode == 3
+
+
+def test_killing_the_zygote_kills_its_kernels_and_later_ones_start_as_usual(
+    tmp_path: Path, spares: SpareKernels
+) -> None:
+    with open_kernel(notebook(), "python3", tmp_path, 30, spares=spares) as kernel:
+        assert forked(kernel)
+        zygote = spares.zygotes.zygote
+        assert zygote is not None
+        os.kill(zygote.pid, signal.SIGKILL)
+        kernel_pid = kernel.pid
+        assert wait_until(lambda: ended(kernel_pid))  # its parent-death signal
+    with open_kernel(notebook(), "python3", tmp_path, 30, spares=spares) as kernel:
+        assert not forked(kernel)
+        assert kernel.run("print(1 + 1)", 0, store_history=False).stdout() == "2\n"
+    assert "the zygote is gone" in spares.zygotes.failure
+
+
+def test_the_zygote_ends_with_the_worker(tmp_path: Path) -> None:
+    with (
+        SpareKernels() as kernels,
+        open_kernel(notebook(), "python3", tmp_path, 30, spares=kernels) as kernel,
+    ):
+        assert forked(kernel)
+        zygote = kernels.zygotes.zygote
+        assert zygote is not None
+    assert zygote.process.poll() is not None and kernels.zygotes.zygote is None
+
+
+def test_a_kernel_spec_of_another_shape_is_started_as_usual(
+    tmp_path: Path, spares: SpareKernels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "share/jupyter/kernels/plain"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel", "-f", "{connection_file}"]  # not ipykernel_launcher
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "plain", "language": "python"})
+    )
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share/jupyter"))
+    with open_kernel(notebook(), "plain", tmp_path, 30, spares=spares) as kernel:
+        assert not forked(kernel) and spares.zygotes.zygote is None
+        assert (
+            kernel.run("import os\nprint(os.getppid())", 0, store_history=False).stdout()
+            == f"{os.getpid()}\n"
+        )
+
+
+@pytest.mark.parametrize(
+    ("cmd", "launch"),
+    [
+        (["py", "-m", "ipykernel_launcher", "-f", "c.json"], (["py"], ["-f", "c.json"])),
+        (
+            ["py", "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "c"],
+            (["py", "-Xfrozen_modules=off"], ["-f", "c"]),
+        ),
+        (["py", "-X", "frozen_modules=off", "-m", "ipykernel_launcher", "-f", "c"], None),  # a value: unsure
+        (["py", "-m", "ipykernel", "-f", "c"], None),
+        (["conda", "run", "py", "-m", "ipykernel_launcher", "-f", "c"], None),
+        (["-m", "ipykernel_launcher"], None),
+    ],
+)
+def test_only_kernel_commands_of_the_launcher_shape_are_forked(
+    cmd: list[str], launch: tuple[list[str], list[str]] | None
+) -> None:
+    assert kernel_launch(cmd) == launch
