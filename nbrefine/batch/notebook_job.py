@@ -205,11 +205,13 @@ def warm_up() -> float:
     """Import what every job needs (nbclient alone takes seconds), once per worker process, so a
     notebook's timings hold only its own costs. Returns the seconds it took."""
     started = time.perf_counter()
+    from .. import engine, headless  # noqa: F401
+    from ..headless.notebook_files import nbf
+
+    nbf()  # first: it imports nbformat without the grammars nbclient would build
     import jupyter_client.kernelspec  # noqa: F401
     import nbclient  # noqa: F401
-    import nbformat  # noqa: F401
 
-    from .. import engine, headless  # noqa: F401
     from ..providers import offline  # noqa: F401
 
     return time.perf_counter() - started

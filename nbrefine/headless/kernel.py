@@ -8,8 +8,9 @@ session a ``%%refine`` cell made (:meth:`KernelDriver.session`). Nothing here im
 whatever must happen in the kernel is a function of ``nbrefine.ipython.kernel_api``, named here as
 a string (:func:`call_code`).
 
-May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's :mod:`.notebook_files` and :mod:`.forked_kernels`,
-the standard library, nbclient, nbformat, jupyter_client and jupyter_core.
+May import: :mod:`nbrefine._errors`, :mod:`nbrefine.grounding`, this package's
+:mod:`.notebook_files` and :mod:`.forked_kernels`, the standard library, nbclient, nbformat,
+jupyter_client and jupyter_core.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from .notebook_files import first_line, nbf
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from .session_json import SessionJSON
     from .forked_kernels import Zygotes
+    from .session_json import SessionJSON
 
 __all__ = [
     "KERNEL_API",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,14 @@ __all__ = [
 
 
 def nbf() -> Any:
-    """nbformat, imported when needed. Typed Any: nbformat has no annotations."""
+    """nbformat, imported when needed (nbclient too needs it first). Typed Any: nbformat has no
+    annotations."""
+    if "jsonschema" not in sys.modules:
+        # nbformat imports jsonschema, which imports rfc3987-syntax where it is installed
+        # (JupyterLab's jupyter-events asks for it): 38 lark grammars built at import, 0.8 s of
+        # CPU in every process that reads a notebook. It checks the "iri" formats, which no
+        # notebook schema uses; without it jsonschema leaves them unchecked.
+        sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # "not installed"
     import nbformat
 
     return nbformat

@@ -25,9 +25,9 @@ attached):
 The zygote ends when the worker's end of the socket closes (the worker exited or was killed); its
 kernels then get SIGKILL (their parent-death signal), so none outlives the batch.
 
-May import: ipykernel, ipykernel_launcher, IPython, the IPython side's :mod:`.repairs` and :mod:`.kernel_api` (what it
-preloads), :mod:`nbrefine.sandbox.hardening.native` (the parent-death signal) and the standard
-library.
+May import: ipykernel, ipykernel_launcher, IPython, the IPython side's :mod:`.repairs` and
+:mod:`.kernel_api` (what it preloads), :mod:`nbrefine.sandbox.hardening.native` (the parent-death
+signal) and the standard library.
 """
 
 from __future__ import annotations

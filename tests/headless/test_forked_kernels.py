@@ -18,8 +18,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from nbrefine._errors import KernelDiedError
 from nbrefine.headless import SpareKernels
-from nbrefine.headless.kernel import TIMEOUT_ENAME, KernelDriver, call_code, open_kernel
 from nbrefine.headless.forked_kernels import ForkedKernel, kernel_launch
+from nbrefine.headless.kernel import TIMEOUT_ENAME, KernelDriver, call_code, open_kernel
 
 pytestmark = [
     pytest.mark.timeout(180),
