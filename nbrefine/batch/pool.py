@@ -43,6 +43,7 @@ __all__ = ["Event", "Executor", "LocalPool"]
 Job = Callable[[NotebookTask, Emit, "SpareKernels | None"], NotebookResult]
 
 PRELOAD = (
+    "nbrefine.batch._forkserver",  # first: nbformat without the grammars nbclient would build
     "jupyter_client.kernelspec",
     "nbclient",
     "nbformat",
