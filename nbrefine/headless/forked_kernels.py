@@ -100,21 +100,21 @@ class Zygote:
     def pid(self) -> int:
         return int(self.process.pid)
 
-    def spawn(self, args: list[str], cwd: str, env: dict[str, str], stdio: list[int]) -> int:
+    def spawn(self, args: list[str], cwd: str, env: dict[str, str], stdio: list[int]) -> tuple[int, int]:
         """Fork a kernel ``ipykernel_launcher ARGS`` in ``cwd`` with ``env`` and the descriptors
-        ``stdio`` (stdin, stdout, stderr); a pidfd of it (the caller's to close)."""
+        ``stdio`` (stdin, stdout, stderr): its pid and a pidfd of it (the caller's to close)."""
         with self._lock:
             if not self._ready:
                 self._receive(_READY_TIMEOUT_S, "ready")
                 self._ready = True
             request = {"op": "spawn", "args": args, "cwd": cwd, "env": env}
             self._send(request, stdio)
-            _, fds = self._receive(_REPLY_TIMEOUT_S, "pid")
+            reply, fds = self._receive(_REPLY_TIMEOUT_S, "pid")
         if len(fds) != 1:
             for fd in fds:
                 os.close(fd)
             raise ZygoteError("the zygote sent no pidfd with its kernel")
-        return fds[0]
+        return int(reply["pid"]), fds[0]
 
     def exit_status(self, pid: int) -> int | None:
         """The exit code of the zygote's kernel ``pid`` (negative: the signal), None if it runs."""
@@ -256,7 +256,7 @@ def _fork(zygote: Zygote, args: list[str], options: dict[str, Any], env: dict[st
         stdout = _descriptor(options.get("stdout"), opened, inherit=1)
         stderr = _descriptor(options.get("stderr"), opened, inherit=2)
         cwd = str(options.get("cwd") or os.getcwd())
-        pidfd = zygote.spawn(args, cwd, env, [stdin, stdout, stderr])
+        pid, pidfd = zygote.spawn(args, cwd, env, [stdin, stdout, stderr])
     except BaseException:
         if stdin_w is not None:
             stdin_w.close()
@@ -264,7 +264,6 @@ def _fork(zygote: Zygote, args: list[str], options: dict[str, Any], env: dict[st
     finally:
         for fd in opened:
             os.close(fd)
-    pid = _pid_of(pidfd)
     return ForkedKernel(pid, pidfd, zygote, stdin_w)
 
 
@@ -282,16 +281,6 @@ def _descriptor(stream: Any, opened: list[int], inherit: int = -1) -> int:
     if hasattr(stream, "fileno"):
         return int(stream.fileno())
     raise ZygoteError(f"a kernel stream the zygote cannot pass: {stream!r}")
-
-
-def _pid_of(pidfd: int) -> int:
-    """The pid a pidfd refers to (Linux lists it in the descriptor's fdinfo)."""
-    with open(f"/proc/self/fdinfo/{pidfd}") as info:
-        for line in info:
-            if line.startswith("Pid:"):
-                return int(line.split()[1])
-    os.close(pidfd)
-    raise ZygoteError("the zygote's pidfd names no process")
 
 
 def _key(interpreter: list[str], env: dict[str, str]) -> tuple[Any, ...]:

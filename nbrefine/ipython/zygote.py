@@ -163,15 +163,8 @@ def _reap(exited: dict[int, int]) -> None:
 
 
 def _status(pid: int, exited: dict[int, int]) -> int | None:
-    if pid not in exited:
-        try:
-            done, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if done == 0:
-            return None
-        exited[pid] = os.waitstatus_to_exitcode(status)
-    return exited[pid]
+    _reap(exited)
+    return exited.get(pid)
 
 
 def _send(channel: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
