@@ -28,7 +28,7 @@ from .._errors import BadInputError, KernelCallError, KernelDiedError
 from .._version import __version__
 from ..grounding.text import clip
 from .kernel import TIMEOUT_ENAME, Execution, KernelDriver
-from .notebook_files import coalesce, first_line, nbf, until_first_error
+from .notebook_files import coalesce, first_line, nbf, plain_json, until_first_error
 from .session_json import AttemptJSON, PlanJSON, SessionJSON, TeachingJSON
 from .settings import TRAIT_FLAGS, cell_options, config_values
 
@@ -471,7 +471,7 @@ class Fixer:
             for c in self.notebook.cells
             if c.cell_type == "code" and c.get("id")
         ]
-        kernel.call("tell_notebook", _plain_json(cells))
+        kernel.call("tell_notebook", plain_json(cells))
 
     def _index_of(self, cell_id: str | None) -> int | None:
         return next(
@@ -639,13 +639,6 @@ class Fixer:
         if self.choice.quick_fixes and model == self.offline_model:
             return "offline"
         return self.choice.name
-
-
-def _plain_json(value: Any) -> Any:
-    """``value`` as plain lists, dicts and strings (notebook nodes are dict subclasses)."""
-    import json
-
-    return json.loads(json.dumps(value))
 
 
 def _no_session(result: CellResult, cell: Any, run: Execution) -> None:

@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from .._errors import BadInputError, KernelCallError, KernelDiedError
 from ..grounding.text import clip
-from .notebook_files import first_line, nbf
+from .notebook_files import first_line, nbf, plain_json
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -147,7 +147,7 @@ class KernelDriver:
         for output in scratch.outputs:
             data = output.get("data") or {}
             if _API_MIME in data and isinstance(data[_API_MIME], dict):
-                published.append(dict(data[_API_MIME]))
+                published.append(plain_json(data[_API_MIME]))
             else:
                 outputs.append(output)
         self.requests += 1

@@ -24,9 +24,17 @@ __all__ = [
     "nbf",
     "notebook_text",
     "parse_notebook",
+    "plain_json",
     "read_notebook",
     "until_first_error",
 ]
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` as plain lists, dicts and strings. Notebook nodes are dict subclasses, and one
+    unpickled where nbformat was not imported imports it there (the batch's client: see
+    :func:`nbf`); a kernel call's result comes out of a notebook output, so it is one."""
+    return json.loads(json.dumps(value))
 
 
 def nbf() -> Any:
