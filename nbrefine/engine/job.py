@@ -320,6 +320,8 @@ class JobBuilder:
         """The job of ``session``, whose ``cell`` failed (``error``, or ``failures`` of its checks);
         ``before``/``after``: the namespace's bindings before and after the failed run. The job owns
         ``snapshot`` from now on. ``notes`` (for the prompt and the panel) grows."""
+        if snapshot is not None:
+            snapshot.arm()  # its trials get ready while the prompt is built and the model answers
         names = [n for n in global_names(self.kernel.transform(cell)) if _is_user_name(n)]
         rebound = [n for n in names if before.get(n, _MISSING) is not after.get(n, _MISSING)]
         if rebound and snapshot is not None:

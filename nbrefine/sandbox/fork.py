@@ -245,31 +245,43 @@ def _snapshot_main(
     enter_child()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are the kernel's to handle
     options.child_setup()
-    # What every trial's hardening needs and can be found once (~10 ms of each trial's start).
-    prepared = prepare(options.hidden_paths, redactor.is_secret_env) if options.harden else None
     gc.freeze()  # keep the collector from touching (and so copying) every inherited page
-    trials = _Trials(res_fd, namespace, redactor, options, prepared)
+    trials: _Trials | None = None  # made once armed (Snapshot.arm) or asked for a trial
+
+    def armed() -> _Trials:
+        nonlocal trials
+        if trials is None:
+            # What every trial's hardening needs and can be found once (~10 ms of each trial's
+            # start), and the first spare: only for a cell that failed.
+            prepared = prepare(options.hidden_paths, redactor.is_secret_env) if options.harden else None
+            trials = _Trials(res_fd, namespace, redactor, options, prepared)
+        return trials
+
     try:
         while True:
-            if trials.wants_spare and not _readable(cmd_fd, _IDLE_BEFORE_SPARE_S):
+            if trials is not None and trials.wants_spare and not _readable(cmd_fd, _IDLE_BEFORE_SPARE_S):
                 trials.refill()  # once the kernel has nothing more to ask right after a trial
             try:
                 spec = read_msg(cmd_fd, None, trusted=True)  # from the kernel
             except (EOFError, OSError):
                 return
+            if spec == ("arm",):
+                armed()
+                continue
             if isinstance(spec, tuple) and spec[:1] == ("values",):
-                values = _pickled_values(namespace, spec[1], spec[2], trials.held())
-                write_msg(res_fd, ("values", spec[3], values))
+                held = trials.held() if trials is not None else ()
+                write_msg(res_fd, ("values", spec[3], _pickled_values(namespace, spec[1], spec[2], held)))
                 continue
             if isinstance(spec, tuple) and spec[:1] == ("inspect",):
                 write_msg(res_fd, ("inspect", spec[3], _inspected(namespace, spec[1], spec[2])))
                 continue
-            outcome = trials.run(spec).outcome(len(spec.checks))
+            outcome = armed().run(spec).outcome(len(spec.checks))
             write_msg(res_fd, ("done", outcome))
             if not outcome.ok:
-                trials.refill()  # its next attempt comes as soon as the model answers
+                armed().refill()  # its next attempt comes as soon as the model answers
     finally:
-        trials.close()
+        if trials is not None:
+            trials.close()
 
 
 #: How long a candidate may take before the next spare is forked while it runs (a quicker one is
@@ -554,6 +566,7 @@ class Snapshot:
         #: parallel, one per process; ``_free`` holds the processes no trial uses
         self._twins: list[Snapshot] = []
         self._free: queue.SimpleQueue[Snapshot] | None = None
+        self._armed = False
 
     @classmethod
     def take(
@@ -608,6 +621,17 @@ class Snapshot:
     def alive(self) -> bool:
         return self._cmd_fd >= 0
 
+    def arm(self) -> None:
+        """Have the snapshot process (and its twins) get ready for trials now: find what every
+        trial's hardening needs and fork and harden a spare trial (~10 ms of CPU). Called when the
+        cell has failed, so that this runs while the prompt is built and the model answers, and a
+        cell that passes never pays for it. The first trial arms a snapshot that was not."""
+        for process in [self, *self._twins]:
+            if process.alive and not process._armed:
+                process._armed = True
+                with contextlib.suppress(OSError):  # (a snapshot gone: its first trial says so)
+                    write_msg(process._cmd_fd, ("arm",))
+
     def run(self, spec: TrialSpec) -> TrialOutcome:
         """Run one candidate in a fresh fork of the snapshot; never raises for what the code does.
 
@@ -625,6 +649,7 @@ class Snapshot:
         if not self.alive:
             return TrialOutcome("sandbox_error", detail="the snapshot process is closed")
         requested = time.monotonic()
+        self._armed = True  # (the snapshot process arms itself for its first trial)
         try:
             write_msg(self._cmd_fd, spec)
             _, self._trial_pid, self.last_start = read_msg(self._res_fd, requested + 30)
@@ -704,7 +729,12 @@ class Snapshot:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._cmd_fd = self._res_fd = -1
-        if wait:
+        if not self._armed:
+            # Never armed (its cell passed): it made no spare and no scratch folder, so it has
+            # nothing to tidy up. Killed now, reaped by the next fork: no wait on the cell's path.
+            kill_group(self.pid)
+            _reap_later(self.pid)
+        elif wait:
             _reap(self.pid, 0.5)
         else:
             threading.Thread(target=_reap, args=(self.pid, 0.5), name="nbrefine-reap", daemon=True).start()

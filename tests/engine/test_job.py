@@ -9,6 +9,7 @@ import linecache
 from typing import Any
 
 import pytest
+from kernel_io import children_of
 
 import nbrefine
 from nbrefine.engine import (
@@ -197,12 +198,15 @@ def test_refine_sandbox_fork_takes_a_snapshot_and_trials_run_in_it() -> None:
     session = RefineSession("y = x + one", remember=False)
     snapshot, notes = builder.take_snapshot(Redactor(), options(), session)
     assert isinstance(snapshot, Snapshot) and notes == [] and session.timings["snapshot_s"] >= 0
+    assert snapshot.inspect(len) == 1 and not children_of(snapshot.pid)  # no spare while the cell runs
     failed = Failed("x = 5\ny = x + one", namespace)
     _, job = failed.job(builder, options(), snapshot)
     try:
         assert job.runner.inner is snapshot and job.background_ok  # type: ignore[attr-defined]
+        # the cell failed: the snapshot readies its spare while the prompt is built
+        assert snapshot.inspect(len) == 1 and children_of(snapshot.pid)
         outcome = job.runner.run(candidate(job, "y = x + 1\nassert x == 1"))  # the state before the cell ran
-        assert outcome.ok, outcome.one_line()
+        assert outcome.ok and snapshot.last_start == "spare", outcome.one_line()
     finally:
         job.release()
     assert not snapshot.alive

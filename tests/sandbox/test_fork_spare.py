@@ -186,3 +186,50 @@ def test_close_leaves_no_spare_and_no_scratch_folder(monkeypatch, tmp_path):
     wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in waiting), within=10)
     assert not [pid for pid in waiting if os.path.exists(f"/proc/{pid}")]
     assert not list(tmp_path.glob("nbrefine-trial-*"))
+
+
+def _names(namespace: dict[str, object]) -> int:
+    return len(namespace)
+
+
+def test_a_snapshot_gets_ready_for_trials_only_once_armed():
+    """A passing cell's snapshot makes nothing for trials: no hardening found, no spare forked
+    (it has no child) until the kernel arms it (its cell failed); then the spare is there and the
+    first trial starts in it."""
+    snap = Snapshot.take({"x": 1}, Redactor(environ={}))
+    try:
+        assert snap.inspect(_names) == 1  # an answer: the snapshot process is past its start
+        assert children_of(snap.pid) == {}, "a spare was forked before anything asked for trials"
+        snap.arm()
+        snap.arm()  # once is enough; again changes nothing
+        assert snap.inspect(_names) == 1  # (requests are served in order: the arm came first)
+        assert children_of(snap.pid), "armed, yet no spare"
+        outcome = snap.run(TrialSpec("y = x + 1"))
+        assert outcome.ok and snap.last_start == "spare", outcome.render()
+    finally:
+        snap.close()
+    assert not children_of(snap.pid)
+
+
+def test_an_unarmed_snapshot_is_killed_at_close_and_reaped_by_the_next_fork():
+    """Closing the snapshot of a cell that passed does not wait for it to end: it had nothing to
+    tidy up, so it is killed, and the next snapshot's fork reaps it (no zombie stays)."""
+    first = Snapshot.take({"x": 1}, Redactor(environ={}))
+    first.close()
+    assert not first.alive
+    assert wait_until(lambda: children_of(os.getpid()).get(first.pid) in (None, "Z"))
+    with Snapshot.take({"x": 2}, Redactor(environ={})) as second:
+        assert second.run(TrialSpec("assert x == 2")).ok
+    assert first.pid not in children_of(os.getpid())
+
+
+def test_a_trial_asked_of_an_unarmed_snapshot_arms_it():
+    """Trials asked for without arm() (the engine's own callers arm first) still run, and the
+    snapshot then tidies up as an armed one: its spare and scratch folders go with it."""
+    before = set(os.listdir(tempfile.gettempdir()))
+    snap = Snapshot.take({"x": 1}, Redactor(environ={}))
+    assert snap.run(TrialSpec("y = x")).ok and snap.last_start == "spare"  # made as it came
+    assert snap.run(TrialSpec("y = x")).ok
+    snap.close()
+    assert not children_of(snap.pid)
+    assert wait_until(lambda: set(os.listdir(tempfile.gettempdir())) <= before)

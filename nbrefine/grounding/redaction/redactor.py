@@ -193,6 +193,43 @@ def _pair_user(value: object) -> bool:
     )
 
 
+def _bearer_token(token: str) -> bool:
+    return any(ch.isdigit() for ch in token) or (token.lower() != token and token.upper() != token)
+
+
+def _looks_like_secret(text: str) -> bool:
+    if any(not _URL_NOT_PASSWORD_RE.fullmatch(m.group("pw")) for m in _URL_PASSWORD_RE.finditer(text)):
+        return True
+    if any(any(h in text for h in hints) and shape.search(text) for hints, shape in _SHAPES):
+        return True
+    if any(_bearer_token(m.group("tok")) for m in _BEARER_RE.finditer(text)):
+        return True
+    if any(_random_token(m.group(0)) for m in _CANDIDATE_RE.finditer(text)):
+        return True
+    return bool(detectors.find(text, shapes_only=True))
+
+
+# Every redactor judges the whole environment, one per refine session (and per cell a
+# ``%%refine`` batch runs): the verdicts depend on the name and value alone, so they are kept.
+@functools.lru_cache(maxsize=4096)
+def _env_value_is_secret(name: str, value: str, min_len: int) -> bool:
+    if len(value) < max(1, min_len):
+        return False
+    if value.isdigit() and len(value) < 10:
+        return False
+    if value.strip().lower() in _TRIVIAL_ENV_VALUES:
+        return False
+    if _secret_name(name) or _looks_like_secret(value):
+        return True
+    # Well-known settings, plain words (LOG_LEVEL=WARNING) and paths (HOME, PWD, PATH) are
+    # not secrets: blanking them would only garble tracebacks and messages.
+    if name in _PUBLIC_ENV_NAMES or name.startswith(_PUBLIC_ENV_PREFIXES):
+        return False
+    if re.fullmatch(r"[A-Za-z]{1,12}", value):
+        return False
+    return not (value.startswith(("/", "~", "./")) or re.fullmatch(r"[A-Za-z]:\\.*", value))
+
+
 class Redactor:
     """Finds secrets so they never leave the kernel in a prompt.
 
@@ -379,21 +416,7 @@ class Redactor:
         return bool(value) and (self.is_secret_name(name) or self._env_value_is_secret(name, value, 6))
 
     def _env_value_is_secret(self, name: str, value: str, min_len: int) -> bool:
-        if len(value) < max(1, min_len):
-            return False
-        if value.isdigit() and len(value) < 10:
-            return False
-        if value.strip().lower() in _TRIVIAL_ENV_VALUES:
-            return False
-        if self.is_secret_name(name) or self.looks_like_secret_value(value):
-            return True
-        # Well-known settings, plain words (LOG_LEVEL=WARNING) and paths (HOME, PWD, PATH) are
-        # not secrets: blanking them would only garble tracebacks and messages.
-        if name in _PUBLIC_ENV_NAMES or name.startswith(_PUBLIC_ENV_PREFIXES):
-            return False
-        if re.fullmatch(r"[A-Za-z]{1,12}", value):
-            return False
-        return not (value.startswith(("/", "~", "./")) or re.fullmatch(r"[A-Za-z]:\\.*", value))
+        return _env_value_is_secret(name, value, min_len)
 
     # ---- names ------------------------------------------------------------------------
 
@@ -412,19 +435,9 @@ class Redactor:
 
     def looks_like_secret_value(self, text: str) -> bool:
         """Whether ``text`` contains something shaped like a real credential."""
-        if any(not _URL_NOT_PASSWORD_RE.fullmatch(m.group("pw")) for m in _URL_PASSWORD_RE.finditer(text)):
-            return True
-        if any(any(h in text for h in hints) and shape.search(text) for hints, shape in _SHAPES):
-            return True
-        if any(self._bearer_token(m.group("tok")) for m in _BEARER_RE.finditer(text)):
-            return True
-        if any(_random_token(m.group(0)) for m in _CANDIDATE_RE.finditer(text)):
-            return True
-        return bool(detectors.find(text, shapes_only=True))
+        return _looks_like_secret(text)
 
-    @staticmethod
-    def _bearer_token(token: str) -> bool:
-        return any(ch.isdigit() for ch in token) or (token.lower() != token and token.upper() != token)
+    _bearer_token = staticmethod(_bearer_token)
 
     @property
     def hits(self) -> dict[str, int]:
