@@ -25,13 +25,16 @@ attached):
 The zygote ends when the worker's end of the socket closes (the worker exited or was killed); its
 kernels then get SIGKILL (their parent-death signal), so none outlives the batch.
 
-May import: ipykernel, ipykernel_launcher, IPython, the IPython side's :mod:`.repairs` and
-:mod:`.kernel_api` (what it preloads), :mod:`nbrefine.sandbox.hardening.native` (the parent-death
-signal) and the standard library.
+May import: ipykernel, ipykernel_launcher, IPython and what a kernel imports as it starts
+(:data:`_KERNEL_START`), the IPython side's :mod:`.repairs` and :mod:`.kernel_api` (what it
+preloads), :mod:`nbrefine.sandbox.hardening.native` (the parent-death signal) and the standard
+library.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import select
@@ -53,19 +56,57 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     channel = socket.socket(fileno=int(args[0]))
     try:
+        before = set(os.environ)
         _preload()
+        # What the imports put in the environment (debugpy: PYDEVD_USE_FRAME_EVAL), which each
+        # kernel's own environment replaces: set again in each, as its own imports would.
+        set_by_imports = {name: value for name, value in os.environ.items() if name not in before}
+        _number_threads_afresh()
         if threading.active_count() != 1:  # a fork copies one thread: others' locks stay held
             raise RuntimeError(f"{threading.active_count()} threads after the imports; forking is unsafe")
     except BaseException as err:
         _send(channel, {"error": f"the zygote cannot preload: {type(err).__name__}: {err}"})
         return 1
     _send(channel, {"ready": os.getpid()})
-    return _serve(channel)
+    return _serve(channel, set_by_imports)
+
+
+#: What a kernel imports past ``ipykernel.kernelapp`` as it starts, and as a batch loads the
+#: extension into it: its kernel class and debugger (with debugpy's ~130 modules), the shell's
+#: magics, history and inspector, the event loop's glue, and nbrefine's magics with the batch's
+#: request gate. Missing ones cost every kernel their import (tests/headless/test_forked_kernels.py
+#: lists what a forked kernel still imports before its first cell).
+_KERNEL_START = (
+    "ipykernel_launcher",
+    "ipykernel.ipkernel",
+    "ipykernel.debugger",
+    "psutil",
+    "sqlite3",
+    "tornado.platform.asyncio",
+    "tornado.queues",
+    "IPython.core.completerlib",
+    "IPython.core.debugger",
+    "IPython.core.logger",
+    "IPython.core.oinspect",
+    "IPython.extensions.storemagic",
+    "nbrefine.ipython.magics",
+    "nbrefine.batch.gate",
+    "nbrefine.batch.message_batches.spool",
+)
 
 
 def _preload() -> None:
     """What every kernel imports before its first cell, and what its first repair needs."""
+    import importlib
+    import pkgutil
+
     import ipykernel.kernelapp  # noqa: F401
+    import IPython.core.magics
+
+    magics = [f"IPython.core.magics.{m.name}" for m in pkgutil.iter_modules(IPython.core.magics.__path__)]
+    for name in (*_KERNEL_START, *magics):
+        with contextlib.suppress(ImportError):  # optional (psutil, debugpy): kernels go without
+            importlib.import_module(name)
 
     from . import kernel_api  # noqa: F401
     from .repairs import warm_up
@@ -73,7 +114,14 @@ def _preload() -> None:
     warm_up()
 
 
-def _serve(channel: socket.socket) -> int:
+def _number_threads_afresh() -> None:
+    """Threads named by default count from 1 again, as in a process that made none yet: the
+    imports made one (debugpy's), and a started kernel's parent poller is "Thread-1"."""
+    if callable(getattr(threading, "_counter", None)):  # CPython's (3.10 to 3.13)
+        threading._counter = itertools.count(1).__next__  # type: ignore[attr-defined]
+
+
+def _serve(channel: socket.socket, set_by_imports: dict[str, str]) -> int:
     exited: dict[int, int] = {}
     while True:
         readable, _, _ = select.select([channel], [], [], _REAP_EVERY_S)
@@ -88,7 +136,7 @@ def _serve(channel: socket.socket) -> int:
             return 0
         request = json.loads(data)
         if request.get("op") == "spawn":
-            _spawn(channel, request, fds)
+            _spawn(channel, request, fds, set_by_imports)
         elif request.get("op") == "status":
             _send(channel, {"status": _status(int(request["pid"]), exited)})
         else:
@@ -97,7 +145,9 @@ def _serve(channel: socket.socket) -> int:
             os.close(fd)
 
 
-def _spawn(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+def _spawn(
+    channel: socket.socket, request: dict[str, Any], fds: list[int], set_by_imports: dict[str, str]
+) -> None:
     if len(fds) != 3:
         _send(channel, {"error": "a spawn request needs the kernel's stdin, stdout and stderr"})
         return
@@ -105,7 +155,7 @@ def _spawn(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> N
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the kernel (its tests see it from outside)
         try:
-            _become_kernel(channel, request, fds, zygote)
+            _become_kernel(channel, request, fds, zygote, set_by_imports)
         except SystemExit:
             raise  # the kernel's own exit: the interpreter ends as a kernel's would, at exit hooks
         except BaseException:
@@ -119,7 +169,13 @@ def _spawn(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> N
         os.close(pidfd)
 
 
-def _become_kernel(channel: socket.socket, request: dict[str, Any], fds: list[int], zygote: int) -> None:
+def _become_kernel(
+    channel: socket.socket,
+    request: dict[str, Any],
+    fds: list[int],
+    zygote: int,
+    set_by_imports: dict[str, str],
+) -> None:
     """In the forked child: the process ``python -m ipykernel_launcher ARGS`` would be."""
     from ..sandbox.hardening.native import die_with_parent
 
@@ -134,6 +190,8 @@ def _become_kernel(channel: socket.socket, request: dict[str, Any], fds: list[in
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    for name, value in set_by_imports.items():
+        os.environ.setdefault(name, value)
     from ipykernel import kernelapp
 
     # jupyter_client's launch names the kernel's parent in JPY_PARENT_PID, which ipykernel read

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,3 +190,26 @@ def test_only_kernel_commands_of_the_launcher_shape_are_forked(
     cmd: list[str], launch: tuple[list[str], list[str]] | None
 ) -> None:
     assert kernel_launch(cmd) == launch
+
+
+PRELOADED = (
+    "import sys\nfrom nbrefine.ipython import zygote\nzygote._preload()\nprint('\\n'.join(sys.modules))"
+)
+
+
+def test_a_forked_kernel_has_imported_what_it_starts_with_before_it_is_forked(
+    tmp_path: Path, spares: SpareKernels
+) -> None:
+    """The zygote preloads what a kernel imports as it starts and loads the extension (debugpy
+    alone is ~130 modules); a module missing from its list costs every kernel its import."""
+    zygote = subprocess.run([sys.executable, "-c", PRELOADED], capture_output=True, text=True, check=True)
+    preloaded = set(zygote.stdout.split())
+    assert "debugpy" in preloaded and "nbrefine.ipython.magics" in preloaded
+    with open_kernel(notebook(), "python3", tmp_path, 30, spares=spares) as kernel:
+        assert forked(kernel), spares.zygotes.failure
+        run = kernel.run(
+            "%load_ext nbrefine\nimport sys\nprint('\\n'.join(sys.modules))", 0, store_history=False
+        )
+        assert run.ok, run.evalue
+    imported = set(run.stdout().split()) - preloaded
+    assert not imported, f"imported by each forked kernel: {sorted(imported)}"
