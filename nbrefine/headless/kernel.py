@@ -259,6 +259,14 @@ def start_kernel(name: str, folder: Path, warm_up: str = "", zygotes: Zygotes | 
     return started
 
 
+#: How long a kernel may take to exit after its shutdown request: SIGTERM at half of it, SIGKILL at
+#: the end (jupyter_client's default: 5 s). A kernel exits 0.2-0.3 s after the request, unless it
+#: is caught in ipykernel's shutdown race (7.4 included): the control thread, flushing its streams
+#: after the reply, blocks on the IOPub thread that the main thread is closing, and the kernel
+#: sits until SIGTERM. One kernel in ten did in a batch; the last ones held the batch's end.
+SHUTDOWN_WAIT_S = 2.0
+
+
 async def _start(name: str, folder: Path, warm_up: str, zygotes: Zygotes | None) -> StartedKernel:
     from nbclient import NotebookClient
 
@@ -267,6 +275,7 @@ async def _start(name: str, folder: Path, warm_up: str, zygotes: Zygotes | None)
     log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - the kernel's; closed at its shutdown
     try:
         km = starter.km = starter.create_kernel_manager()
+        km.shutdown_wait_time = SHUTDOWN_WAIT_S
         if zygotes is not None:
             from .forked_kernels import zygote_provisioner
 
