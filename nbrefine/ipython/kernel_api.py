@@ -14,8 +14,9 @@ an error inside the function) is raised as :class:`~nbrefine._errors.KernelCallE
 line, so the execute reply itself says ``error`` with that ``ename`` and ``evalue``.
 
 A run set up with ``sessions=True`` (:func:`setup_run`) also publishes, at the end of every cell
-that made a ``%%refine`` session, that session as JSON (``{"kind": "session", "request": ...}``):
-the driver then has it from the cell's own execute request, without asking again.
+that raised after making a ``%%refine`` session, that session as JSON (``{"kind": "session",
+"request": ...}``): the driver then has it from the cell's own execute request, without asking
+again (a cell that passed has no session to read).
 
 The whole module is an expression's worth of names: it binds no name in the user's namespace.
 
@@ -105,7 +106,11 @@ def setup_run(
 
 
 def _publish_sessions(result: Any) -> None:
-    """After a cell: its ``%%refine`` session as JSON, if it made one (found by its request)."""
+    """After a cell that raised: its ``%%refine`` session as JSON, if it made one (found by its
+    request). A cell that passed has nothing for the run to read (and the cell's body, run inside
+    it, ends in this hook too): no message, no lookup."""
+    if getattr(result, "success", False):
+        return
     from ..engine import session_for_request
 
     header = (getattr(_shell(), "parent_header", None) or {}).get("header") or {}

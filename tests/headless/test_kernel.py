@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from kernel_io import exists
-
 from nbformat.v4 import new_code_cell, new_notebook
 
 from nbrefine.headless.kernel import SHUTDOWN_WAIT_S, open_kernel

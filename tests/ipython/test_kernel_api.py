@@ -146,3 +146,16 @@ def test_a_failing_cell_costs_two_execute_requests_fixed_and_one_unfixed(
     assert report["cells"][1]["status"] == status, report["cells"][1]
     assert code == (0 if status == "fixed" else 1)
     assert at.count(1) == requests  # the failing cell is index 1
+
+
+def test_a_cell_publishes_its_session_only_when_it_raised(kernel: KernelDriver) -> None:
+    """With ``sessions`` set up, a ``%%refine`` cell that raised brings its session along in its
+    own outputs; one that passed has no session to read, so it sends none (a message fewer, on
+    every cell of a batch)."""
+    passed = kernel.run("%%refine\nx = 1", 0, store_history=True)
+    assert passed.ok and passed.published == []
+    failed = kernel.run("%%refine --max-attempts 1\ny = undefined_name + 1", 0, store_history=True)
+    assert failed.ename == "RefineStop"
+    sessions = [p for p in failed.published if p.get("kind") == "session"]
+    assert sessions and {p["request"] for p in sessions} == {failed.request_id}
+    assert sessions[-1]["value"]["status"] != "running"  # the last: the whole cell's
