@@ -213,3 +213,28 @@ def test_a_forked_kernel_has_imported_what_it_starts_with_before_it_is_forked(
         assert run.ok, run.evalue
     imported = set(run.stdout().split()) - preloaded
     assert not imported, f"imported by each forked kernel: {sorted(imported)}"
+
+
+GC_PROBE = r"""
+import gc, json, weakref
+class Node: pass
+a, b = Node(), Node()
+a.other, b.other = b, a  # a cycle of the notebook's own: only the collector frees it
+gone = weakref.ref(a)
+del a, b
+gc.collect()
+print(json.dumps({"frozen": gc.get_freeze_count(), "collected": gone() is None}))
+"""
+
+
+def test_a_forked_kernel_collects_its_own_garbage_and_skips_the_zygotes_modules(
+    tmp_path: Path, spares: SpareKernels
+) -> None:
+    """The zygote's objects (all it imported) are frozen before each fork: a kernel's collections
+    pass them over, while what the notebook makes is collected as in any kernel."""
+    with open_kernel(notebook(), "python3", tmp_path, 30, spares=spares) as kernel:
+        assert forked(kernel), spares.zygotes.failure
+        run = kernel.run(GC_PROBE, 0, store_history=False)
+        assert run.ok, run.evalue
+    seen = json.loads(run.stdout())
+    assert seen["collected"] and seen["frozen"] > 10_000, seen  # a started kernel: 0
