@@ -93,6 +93,10 @@ _KERNEL_START = (
     "nbrefine.ipython.magics",
     "nbrefine.batch.gate",
     "nbrefine.batch.message_batches.spool",
+    "nbrefine.headless.session_json",  # a failing cell's session, as the batch reads it
+    "nbrefine.engine.provenance",  # what an accepted fix records in its cell
+    "pygments.formatters.terminal256",  # IPython's colours in a failing cell's traceback
+    "pygments.styles",
 )
 
 

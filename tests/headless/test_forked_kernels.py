@@ -208,11 +208,18 @@ def test_a_forked_kernel_has_imported_what_it_starts_with_before_it_is_forked(
     with open_kernel(notebook(), "python3", tmp_path, 30, spares=spares) as kernel:
         assert forked(kernel), spares.zygotes.failure
         run = kernel.run(
-            "%load_ext nbrefine\nimport sys\nprint('\\n'.join(sys.modules))", 0, store_history=False
+            "%load_ext nbrefine\n%config Refine.display = 'text'\nimport sys\nprint('\\n'.join(sys.modules))",
+            0,
+            store_history=False,
         )
         assert run.ok, run.evalue
+        failed = kernel.run("%%refine --max-attempts 1\nvalue = undefined_name + 1", 0, store_history=True)
+        assert failed.ename == "RefineStop"
+        after = kernel.run("print('\\n'.join(sys.modules))", 0, store_history=False)
     imported = set(run.stdout().split()) - preloaded
     assert not imported, f"imported by each forked kernel: {sorted(imported)}"
+    by_repair = set(after.stdout().split()) - preloaded
+    assert not by_repair, f"imported by each forked kernel's first repair: {sorted(by_repair)}"
 
 
 GC_PROBE = r"""
