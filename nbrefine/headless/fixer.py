@@ -293,7 +293,9 @@ class Fixer:
             policy = notebook_policy(self.notebook.metadata)  # an instructor's policy, if any
         except ValueError as err:
             raise BadInputError(f"the notebook's nbrefine policy is not valid: {err}") from None
-        return config_values(self.opts.trait_values()), policy, self.gate, True
+        # Most cells of a notebook pass: their snapshots get no trial ready ahead (Refine.trials_ahead).
+        config = {**config_values(self.opts.trait_values()), "trials_ahead": False}
+        return config, policy, self.gate, True
 
     def plan(self) -> list[CellResult]:
         results = []

@@ -108,6 +108,8 @@ class Repairs:
         finally:
             self.magics.running = False
         failed_at = time.perf_counter()
+        if snapshot is not None and not result.success:
+            snapshot.arm()  # its first trial's spare gets ready while the failure is captured
         try:
             failures = self._failures(result, cell, namespace, redactor, run.checks)
             if failures:
@@ -297,7 +299,11 @@ class Repairs:
             if publisher is not None:
                 publisher.publish = lambda data, *args, **kwargs: print(data.get("text/plain", ""))
 
-        return SandboxOptions(child_setup=cut_off_from_the_kernel, hidden_paths=connection_paths())
+        return SandboxOptions(
+            child_setup=cut_off_from_the_kernel,
+            hidden_paths=connection_paths(),
+            ready_ahead=self.settings.trials_ahead,
+        )
 
     def _failures(
         self, result: Any, cell: str, namespace: dict[str, Any], redactor: Redactor, checks: tuple[str, ...]

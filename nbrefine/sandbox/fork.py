@@ -246,17 +246,19 @@ def _snapshot_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are the kernel's to handle
     options.child_setup()
     gc.freeze()  # keep the collector from touching (and so copying) every inherited page
-    trials: _Trials | None = None  # made once armed (Snapshot.arm) or asked for a trial
+    trials: _Trials | None = None  # made now (ready_ahead), once armed or at the first trial
 
     def armed() -> _Trials:
         nonlocal trials
         if trials is None:
             # What every trial's hardening needs and can be found once (~10 ms of each trial's
-            # start), and the first spare: only for a cell that failed.
+            # start), and the first spare.
             prepared = prepare(options.hidden_paths, redactor.is_secret_env) if options.harden else None
             trials = _Trials(res_fd, namespace, redactor, options, prepared)
         return trials
 
+    if options.ready_ahead:
+        armed()
     try:
         while True:
             if trials is not None and trials.wants_spare and not _readable(cmd_fd, _IDLE_BEFORE_SPARE_S):
@@ -615,17 +617,20 @@ class Snapshot:
 
         pid, res_r = _fork(child)
         os.close(cmd_r)
-        return cls(pid, cmd_w, res_r, time.monotonic() - started)
+        snapshot = cls(pid, cmd_w, res_r, time.monotonic() - started)
+        snapshot._armed = options.harden and options.ready_ahead  # (its trials made ahead)
+        return snapshot
 
     @property
     def alive(self) -> bool:
         return self._cmd_fd >= 0
 
     def arm(self) -> None:
-        """Have the snapshot process (and its twins) get ready for trials now: find what every
-        trial's hardening needs and fork and harden a spare trial (~10 ms of CPU). Called when the
-        cell has failed, so that this runs while the prompt is built and the model answers, and a
-        cell that passes never pays for it. The first trial arms a snapshot that was not."""
+        """Have the snapshot process (and its twins) get ready for trials now, if it is not
+        (``SandboxOptions.ready_ahead``): find what every trial's hardening needs, fork and harden
+        a spare trial (~12 ms of CPU). Called when the cell has failed, so that this runs while
+        the failure is captured and the model answers, and a cell that passes never pays for it.
+        The first trial arms a snapshot that was not."""
         for process in [self, *self._twins]:
             if process.alive and not process._armed:
                 process._armed = True

@@ -157,5 +157,8 @@ class SandboxOptions:
     #: files trials must not read besides the usual credential files (the adapter adds the
     #: kernel's connection file)
     hidden_paths: tuple[str, ...] = ()
+    #: whether a snapshot gets its first trial ready as soon as it is taken (else: once armed,
+    #: see :meth:`~nbrefine.sandbox.fork.Snapshot.arm`)
+    ready_ahead: bool = True
     output_cap: int = OUTPUT_CAP
     flood_limit: int = FLOOD_LIMIT

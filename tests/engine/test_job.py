@@ -33,7 +33,15 @@ from nbrefine.grounding.history import ExecutedCell
 from nbrefine.providers.base import ProviderReply, ProviderRequest
 from nbrefine.providers.cache import CachingProvider
 from nbrefine.providers.scripted import ScriptedProvider
-from nbrefine.sandbox import LiveForkRunner, Snapshot, SpawnRunner, TrialPolicy, TrialSpec, fork_unsafe_reason
+from nbrefine.sandbox import (
+    LiveForkRunner,
+    SandboxOptions,
+    Snapshot,
+    SpawnRunner,
+    TrialPolicy,
+    TrialSpec,
+    fork_unsafe_reason,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -193,12 +201,13 @@ def test_an_automatic_provider_choice_is_said(monkeypatch: pytest.MonkeyPatch) -
 
 def test_refine_sandbox_fork_takes_a_snapshot_and_trials_run_in_it() -> None:
     namespace = {"x": 1}
-    builder = JobBuilder(KernelAccess(namespace), settings(sandbox="fork"))
+    lazy = KernelAccess(namespace, sandbox_options=lambda: SandboxOptions(ready_ahead=False))
+    builder = JobBuilder(lazy, settings(sandbox="fork"))
     assert builder.spawn_reason() is None
     session = RefineSession("y = x + one", remember=False)
     snapshot, notes = builder.take_snapshot(Redactor(), options(), session)
     assert isinstance(snapshot, Snapshot) and notes == [] and session.timings["snapshot_s"] >= 0
-    assert snapshot.inspect(len) == 1 and not children_of(snapshot.pid)  # no spare while the cell runs
+    assert snapshot.inspect(len) == 1 and not children_of(snapshot.pid)  # not ready ahead: no spare yet
     failed = Failed("x = 5\ny = x + one", namespace)
     _, job = failed.job(builder, options(), snapshot)
     try:

@@ -15,7 +15,7 @@ from kernel_io import children_of, wait_until
 from machine import expect_layers
 
 from nbrefine.grounding import Redactor
-from nbrefine.sandbox import Snapshot, TrialPolicy, TrialSpec
+from nbrefine.sandbox import SandboxOptions, Snapshot, TrialPolicy, TrialSpec
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="spares are made on Linux")
 
@@ -192,11 +192,20 @@ def _names(namespace: dict[str, object]) -> int:
     return len(namespace)
 
 
-def test_a_snapshot_gets_ready_for_trials_only_once_armed():
-    """A passing cell's snapshot makes nothing for trials: no hardening found, no spare forked
-    (it has no child) until the kernel arms it (its cell failed); then the spare is there and the
-    first trial starts in it."""
-    snap = Snapshot.take({"x": 1}, Redactor(environ={}))
+_ON_FAILURE = SandboxOptions(ready_ahead=False)  # as nbrefine fix takes its snapshots
+
+
+def test_a_snapshot_gets_its_first_trial_ready_ahead_by_default():
+    with Snapshot.take({"x": 1}, Redactor(environ={})) as snap:
+        assert snap.inspect(_names) == 1  # an answer: the snapshot process is past its start
+        assert children_of(snap.pid), "no spare was made ahead"
+
+
+def test_a_snapshot_not_ready_ahead_gets_ready_for_trials_only_once_armed():
+    """Not ready ahead, a passing cell's snapshot makes nothing for trials: no hardening found,
+    no spare forked (it has no child) until the kernel arms it (its cell failed); then the spare
+    is there and the first trial starts in it."""
+    snap = Snapshot.take({"x": 1}, Redactor(environ={}), _ON_FAILURE)
     try:
         assert snap.inspect(_names) == 1  # an answer: the snapshot process is past its start
         assert children_of(snap.pid) == {}, "a spare was forked before anything asked for trials"
@@ -212,9 +221,10 @@ def test_a_snapshot_gets_ready_for_trials_only_once_armed():
 
 
 def test_an_unarmed_snapshot_is_killed_at_close_and_reaped_by_the_next_fork():
-    """Closing the snapshot of a cell that passed does not wait for it to end: it had nothing to
-    tidy up, so it is killed, and the next snapshot's fork reaps it (no zombie stays)."""
-    first = Snapshot.take({"x": 1}, Redactor(environ={}))
+    """Closing the snapshot (not ready ahead) of a cell that passed does not wait for it to end:
+    it had nothing to tidy up, so it is killed, and the next snapshot's fork reaps it (no zombie
+    stays)."""
+    first = Snapshot.take({"x": 1}, Redactor(environ={}), _ON_FAILURE)
     first.close()
     assert not first.alive
     assert wait_until(lambda: children_of(os.getpid()).get(first.pid) in (None, "Z"))
@@ -227,7 +237,7 @@ def test_a_trial_asked_of_an_unarmed_snapshot_arms_it():
     """Trials asked for without arm() (the engine's own callers arm first) still run, and the
     snapshot then tidies up as an armed one: its spare and scratch folders go with it."""
     before = set(os.listdir(tempfile.gettempdir()))
-    snap = Snapshot.take({"x": 1}, Redactor(environ={}))
+    snap = Snapshot.take({"x": 1}, Redactor(environ={}), _ON_FAILURE)
     assert snap.run(TrialSpec("y = x")).ok and snap.last_start == "spare"  # made as it came
     assert snap.run(TrialSpec("y = x")).ok
     snap.close()
