@@ -15,8 +15,14 @@ A worker that dies mid-notebook (killed, out of memory): the scheduler gives its
 worker, and the task itself counts its runs in a :class:`distributed.Variable`, so a notebook is
 run at most twice; the second death is reported as the notebook's failure and the batch goes
 on. (A scheduler configured to give up sooner, ``allowed-failures`` 0, raises ``KilledWorker``:
-the client then resubmits the notebook once itself.) The dead worker's kernel exits on its own:
-ipykernel polls its parent process (``JPY_PARENT_PID``).
+the client then resubmits the notebook once itself.) The dead worker's kernel exits with it: a
+kernel forked from the worker's zygote gets its parent-death signal when the zygote ends with
+the worker, one started as usual polls its parent process (``JPY_PARENT_PID``).
+
+Each thread of a worker keeps its kernels as a local pool's worker does (a
+:class:`~nbrefine.headless.SpareKernels`): they are forked from a zygote of its own and shut
+down in the background; the next notebook is not known ahead, so none is started ahead. They
+are closed (the shutdowns waited for) when the worker process exits.
 
 Cancelling (Ctrl-C) cannot interrupt a running Dask task, so the client asks every worker to
 kill the kernels of this run (``Client.run``); their jobs end at once, and tasks not started
@@ -27,6 +33,7 @@ May import: this package, :mod:`nbrefine._errors`, :mod:`nbrefine._version`, the
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import queue
@@ -37,13 +44,16 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from .dask_gate import _dd
 from .gate import GateLedger, GateLimits
-from .notebook_job import NotebookResult, NotebookTask, kill_kernel, repair_one, warm_up
+from .notebook_job import NotebookResult, NotebookTask, kill_kernel, repair_one, spare_kernels, warm_up
 from .pool import Event
+
+if TYPE_CHECKING:
+    from ..headless import SpareKernels
 
 __all__ = ["DaskExecutor", "require_distributed"]
 
@@ -57,6 +67,9 @@ _CONNECT_TIMEOUT = "30s"
 _KERNELS: dict[str, dict[int, int]] = {}
 _CANCELLED: set[str] = set()
 _REGISTRY_LOCK = threading.Lock()
+# Each worker thread's SpareKernels (see the module's docstring), and all of them, for the exit.
+_THREAD = threading.local()
+_EVERY_THREADS_KERNELS: list[SpareKernels] = []
 
 
 def require_distributed() -> None:
@@ -300,13 +313,31 @@ def run_on_worker(task: NotebookTask, run: str, topic: str) -> NotebookResult:
     emit("start", {"worker": worker.address, "run": len(earlier) + 1, "after": after})
     try:
         with _scratch_if_unseen(task) as here:
-            result = repair_one(here, emit)
+            result = repair_one(here, emit, _thread_kernels())
     finally:
         with _REGISTRY_LOCK:
             _KERNELS.get(run, {}).pop(task.index, None)
     result.worker = worker.address
     result.attempts = [{**e, "died": True} for e in earlier]
     return result
+
+
+def _thread_kernels() -> SpareKernels:
+    kernels: SpareKernels | None = getattr(_THREAD, "kernels", None)
+    if kernels is None:
+        kernels = _THREAD.kernels = spare_kernels()
+        with _REGISTRY_LOCK:
+            if not _EVERY_THREADS_KERNELS:
+                atexit.register(_close_kernels)
+            _EVERY_THREADS_KERNELS.append(kernels)
+    return kernels
+
+
+def _close_kernels() -> None:
+    """At the worker's exit: the kernels shutting down are waited for, the zygotes stopped."""
+    for kernels in _EVERY_THREADS_KERNELS:
+        with contextlib.suppress(Exception):  # one that fails must not keep the others open
+            kernels.close()
 
 
 def _earlier_runs(runs: Any) -> list[dict[str, Any]]:

@@ -171,12 +171,16 @@ def test_a_folder_is_repaired_on_the_cluster_and_written_here(
 
 # --------------------------------------------------------------------------- a worker that dies
 
-# The kernel's parent is the worker process running its notebook: it names it, then stays busy.
+# The kernel was forked by its worker's zygote, whose parent is the worker process running the
+# notebook: it names that worker, then stays busy.
 SLOW = (
     "import os, pathlib, time\n"
     "marks = pathlib.Path({marks!r})\n"
     "run = len(list(marks.glob('{name}-*')))\n"
-    "(marks / f'{name}-{{run}}').write_text(f'{{os.getppid()}} {{os.getpid()}}')\n"
+    "parent = os.getppid()\n"
+    "assert 'nbrefine.ipython.zygote' in open(f'/proc/{{parent}}/cmdline').read()\n"
+    "worker = int(open(f'/proc/{{parent}}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+    "(marks / f'{name}-{{run}}').write_text(f'{{worker}} {{os.getpid()}}')\n"
     "if {always} or run == 0:\n"
     "    time.sleep(120)"
 )
@@ -230,7 +234,7 @@ def test_a_worker_killed_mid_notebook_retries_it_once_elsewhere_then_reports_it(
     assert not (marks / "always-2").exists()  # no third run
     assert "↻ nbs/once.ipynb: its worker died; running it again on another worker" in err
     assert f"✗ nbs/always.ipynb: {always['message']}" in err
-    # The dead workers' kernels went too (ipykernel watches its parent process).
+    # The dead workers' kernels went too (their zygote ended with the worker: parent-death signal).
     assert _running([k for _, _, k in killed], within=15.0) == []
 
 
