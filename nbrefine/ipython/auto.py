@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import RefineStop, SandboxError
@@ -148,7 +148,9 @@ class AutoMode:
             from ..grounding.redaction import Redactor  # the user asked for a fork before every cell
             from ..sandbox import Snapshot
 
-            options = self.magics.repairs.sandbox_options()
+            # Taken before every cell, most of which pass: its first trial is got ready only
+            # once the cell has failed (armed below), not ahead.
+            options = replace(self.magics.repairs.sandbox_options(), ready_ahead=False)
             self._snapshot = Snapshot.take(self.ip.user_ns, Redactor(), options)
             self._before = dict(self.ip.user_ns)
         except (SandboxError, OSError):
@@ -166,6 +168,8 @@ class AutoMode:
         raw_cell = getattr(info, "raw_cell", "") or ""
         if raw_cell.lstrip().startswith(("%%refine", "%refine")) or isinstance(error, RefineStop):
             return
+        if self._snapshot is not None:
+            self._snapshot.arm()  # its first trial gets ready while the failure is offered
         cell_id = getattr(info, "cell_id", None)
         count = getattr(result, "execution_count", None)
         from ..engine import last_session  # the first failure loads the engine

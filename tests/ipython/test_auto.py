@@ -282,3 +282,29 @@ def test_a_session_from_automatic_mode_names_the_execute_request_of_the_failed_r
     finally:
         del shell.parent_header
     assert nbrefine.last_session().request_id == "execute-of-the-cell"
+
+
+def _spares_now(shell) -> dict[int, str]:
+    """The children of the snapshot taken before the running cell, once it is past its start."""
+    from kernel_io import children_of
+
+    snapshot = shell.magics_manager.registry["RefineMagics"].auto._snapshot
+    assert snapshot.inspect(len) is not None  # an answer: the snapshot process is past its start
+    return children_of(snapshot.pid)
+
+
+def test_the_snapshot_before_each_cell_gets_its_trial_ready_only_once_the_cell_failed(shell, scripted):
+    """auto_snapshot forks before every cell, most of which pass: that snapshot makes nothing for
+    trials (no spare: no child) until its cell fails; then the first trial starts in its spare."""
+    shell.run_line_magic("refine", "auto on")
+    shell.run_line_magic("config", "Refine.auto_snapshot = True")
+    shell.run_line_magic("config", "Refine.max_attempts = 1")
+    shell.run_cell("counter = 1")
+    shell.user_ns["_spares_now"] = lambda: _spares_now(shell)
+    assert shell.run_cell("seen = _spares_now()").success
+    assert shell.user_ns["seen"] == {}
+    scripted.replies = [block("counter += 1\nassert counter == 2")]
+    shell.run_cell("counter += 1\nassert countr == 2")
+    session = nbrefine.last_session()
+    assert session.status == "fixed"
+    assert session.job is not None and session.job.runner.inner.last_start == "spare"  # type: ignore[attr-defined]
