@@ -391,6 +391,9 @@ def _attach(client: Any, kernel: StartedKernel) -> StartedKernel:
     return kernel
 
 
+_IOPUB_WAIT_S = 0.2  # for a kernel's iopub messages after its shell reply (then: ask again)
+
+
 async def _answering(kc: Any, timeout: float) -> None:
     """Return when the kernel has answered a ``kernel_info`` request on shell and its iopub
     messages reach us (a SUB socket misses what was published before it connected). As
@@ -399,7 +402,12 @@ async def _answering(kc: Any, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         msg_id = kc.kernel_info()
-        if await _reply(kc.shell_channel, msg_id, 1.0) and await _reply(kc.iopub_channel, msg_id, 1.0):
+        # Its iopub messages go out with the shell reply: missed (published before the SUB socket
+        # connected, as for a kernel just forked), they never come, so the next request is sent
+        # soon (it waited a whole second: the first notebook of a batch's run waited 1.4 s).
+        if await _reply(kc.shell_channel, msg_id, 1.0) and await _reply(
+            kc.iopub_channel, msg_id, _IOPUB_WAIT_S
+        ):
             return
         if not await kc.is_alive():
             raise RuntimeError("the kernel died before it answered")
