@@ -618,7 +618,7 @@ class Snapshot:
         pid, res_r = _fork(child)
         os.close(cmd_r)
         snapshot = cls(pid, cmd_w, res_r, time.monotonic() - started)
-        snapshot._armed = options.harden and options.ready_ahead  # (its trials made ahead)
+        snapshot._armed = options.ready_ahead  # (its trials made ahead)
         return snapshot
 
     @property

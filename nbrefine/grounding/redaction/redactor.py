@@ -273,7 +273,7 @@ class Redactor:
         # most telling one.
         for name in sorted(env, key=lambda k: (not self.is_secret_name(k), k)):
             value = env[name]
-            if not isinstance(value, str) or not self._env_value_is_secret(name, value, min_env_value_len):
+            if not isinstance(value, str) or not _env_value_is_secret(name, value, min_env_value_len):
                 continue
             self._add(value, f"env {name}")
         for value in extra_secret_values:
@@ -413,10 +413,7 @@ class Redactor:
     def is_secret_env(self, name: str, value: str) -> bool:
         """Whether an environment variable holds a secret (what trials must not see): any value
         under a credential-like name, however short, and every value the redactor would hide."""
-        return bool(value) and (self.is_secret_name(name) or self._env_value_is_secret(name, value, 6))
-
-    def _env_value_is_secret(self, name: str, value: str, min_len: int) -> bool:
-        return _env_value_is_secret(name, value, min_len)
+        return bool(value) and (self.is_secret_name(name) or _env_value_is_secret(name, value, 6))
 
     # ---- names ------------------------------------------------------------------------
 
@@ -436,8 +433,6 @@ class Redactor:
     def looks_like_secret_value(self, text: str) -> bool:
         """Whether ``text`` contains something shaped like a real credential."""
         return _looks_like_secret(text)
-
-    _bearer_token = staticmethod(_bearer_token)
 
     @property
     def hits(self) -> dict[str, int]:
@@ -865,7 +860,7 @@ class Redactor:
         return self._outside_markers(lambda t: _AWS_SECRET_RE.sub(repl, t), text)
 
     def _bearer_repl(self, m: re.Match[str]) -> str:
-        if not self._bearer_token(m.group("tok")):
+        if not _bearer_token(m.group("tok")):
             return m.group(0)
         self.remember(m.group("tok"))
         return m.group(0)[: m.start("tok") - m.start()] + self._mark(_LABEL_SHAPE)
