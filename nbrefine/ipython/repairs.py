@@ -453,12 +453,14 @@ def warm_up(provider: str = "") -> None:
 
     from ..engine.capabilities import uses
     from ..grounding.redaction import detectors
+    from ..providers import available_providers
 
     detectors.load()  # detect-secrets' plugins: the bulk of a first Redactor
     for module in ("stack_data", "nbrefine.providers.offline", f"nbrefine.providers.{provider}"):
         with contextlib.suppress(ImportError):  # stack_data: IPython's tracebacks of a failing cell
             importlib.import_module(module)
     uses("import os\nos.getcwd()")  # the capability rules, compiled into one pattern (~20 ms)
+    available_providers()  # the providers installed packages declare, read from each folder (~5 ms)
     # The file of every module loaded, which inspect finds (a realpath each: ~40 ms with the ~2,500
     # of a kernel) at the first traceback of code in no module file: a failing cell's.
     inspect.getmodule(compile("0", "<nbrefine warm-up>", "eval"))

@@ -159,3 +159,23 @@ def test_a_cell_publishes_its_session_only_when_it_raised(kernel: KernelDriver) 
     sessions = [p for p in failed.published if p.get("kind") == "session"]
     assert sessions and {p["request"] for p in sessions} == {failed.request_id}
     assert sessions[-1]["value"]["status"] != "running"  # the last: the whole cell's
+
+
+def test_setup_run_sets_the_traits_without_loading_ipythons_lazy_magics(tmp_path: Path) -> None:
+    with open_kernel(new_notebook(cells=[new_code_cell("")]), "python3", tmp_path, 60) as driver:
+        magics = "get_ipython().magics_manager.magics"
+        lazy = f"sum(type(f).__name__ == 'LazyMagic' for kind in {magics}.values() for f in kind.values())"
+        waiting = _in_kernel(driver, lazy)  # placeholders until first use: IPython's script magics...
+        assert waiting > 0
+        driver.call(
+            "setup_run", {"provider": "offline", "max_attempts": 5, "model": "m-1"}, None, None, False
+        )
+        settings = "[(s.provider, s.max_attempts, s.model, s.display) for s in get_ipython().configurables"
+        settings += " if type(s).__name__ == 'Refine']"
+        assert _in_kernel(driver, settings) == [["offline", 5, "m-1", "text"]]
+        # %load_ext loaded its own three; %config would have loaded them all (~8 ms)
+        assert _in_kernel(driver, lazy) >= waiting - 3
+        assert driver.run("%config Refine.max_attempts = 2", 0, store_history=False).ok  # still there
+        assert _in_kernel(driver, settings) == [["offline", 2, "m-1", "text"]]
+        with pytest.raises(KernelCallError, match="max_attempts"):
+            driver.call("setup_run", {"max_attempts": -1}, None, None, False)  # unchecked: said, not dropped

@@ -410,24 +410,3 @@ def test_control_endpoints_over_http(fake: FakeOpenAI) -> None:
 def test_invalid_request_body_gets_400(fake: FakeOpenAI) -> None:
     status, body = http(fake, "POST", "/v1/chat/completions", {"model": MODEL})
     assert status == 400 and body["error"]["type"] == "invalid_request_error"
-
-
-def test_providers_are_discoverable_through_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.metadata
-
-    from nbrefine.providers import ProviderSettings, available_providers, make_provider
-    from nbrefine.providers.offline import OfflineProvider
-
-    # a factory taking ProviderSettings, as a third-party package would declare it
-    entry = importlib.metadata.EntryPoint(
-        name="third-party", value="nbrefine.providers:_offline", group="nbrefine.providers"
-    )
-    real = importlib.metadata.entry_points
-    monkeypatch.setattr(
-        importlib.metadata,
-        "entry_points",
-        lambda **kw: [entry] if kw.get("group") == "nbrefine.providers" else real(**kw),
-    )
-    assert "third-party" in available_providers() and "openai" in available_providers()
-    made = make_provider("third-party", ProviderSettings())
-    assert isinstance(made, OfflineProvider)
