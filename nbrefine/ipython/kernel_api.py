@@ -22,7 +22,8 @@ The whole module is an expression's worth of names: it binds no name in the user
 
 May import: :mod:`nbrefine` (the extension's loader), IPython, the engine and the layers below it,
 :mod:`nbrefine.batch.gate` (a batch job's request gate), :mod:`nbrefine.headless.session_json`
-(the shape of a session as JSON) and the standard library.
+(the shape of a session as JSON), traitlets' ``Config`` (the settings, as ``%config`` makes them)
+and the standard library.
 """
 
 from __future__ import annotations

@@ -32,9 +32,10 @@ CROSS_LAYER = {
 def _modules_of(layer: Path) -> set[str]:
     """The names a test file may start with: the layer's modules and subpackages, theirs too
     (``grounding/redaction/redactor.py``), without a leading underscore (``_sdk_client`` is tested
-    by ``test_sdk_client.py``)."""
+    by ``test_sdk_client.py``), and the layer's own name for its ``__init__.py`` (the provider
+    registry in ``providers/__init__.py`` is tested by ``test_providers.py``)."""
     names = {p.stem for p in layer.rglob("*.py") if p.stem != "__init__"}
-    names |= {p.parent.name for p in layer.rglob("__init__.py") if p.parent != layer}
+    names |= {p.parent.name for p in layer.rglob("__init__.py")}
     return {name.lstrip("_") for name in names}
 
 
@@ -69,6 +70,7 @@ def test_the_rule_catches_a_file_named_for_no_module() -> None:
     assert _mirrors(Path("test_verify.py"), modules) and _mirrors(Path("test_teaching_withheld.py"), modules)
     assert not _mirrors(Path("test_widget.py"), modules)
     assert _mirrors(Path("test_sdk_client.py"), _modules_of(PACKAGE / "providers"))
+    assert _mirrors(Path("test_providers.py"), _modules_of(PACKAGE / "providers"))
 
 
 def test_test_file_names_are_unique() -> None:
