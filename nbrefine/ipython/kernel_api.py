@@ -90,10 +90,10 @@ def setup_run(
     notebook's teaching policy (its ``metadata["nbrefine"]``), put the model providers behind a
     batch's request gate (``gate``: its spec) and, with ``sessions``, publish each ``%%refine``
     cell's session at the cell's end."""
-    shell = _shell()
-    shell.run_line_magic("load_ext", "nbrefine")
     from traitlets.config import Config
 
+    shell = _shell()
+    shell.run_line_magic("load_ext", "nbrefine")
     # What %config does for each, without the ~8 ms its first use spends loading IPython's lazy
     # magics (script magics and their parsers, in every batch kernel): none of them is a Refine.
     # The client has validated the values; one that is not valid raises here, and the run says so.

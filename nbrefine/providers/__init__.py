@@ -118,7 +118,8 @@ def _declared_in(folder: str, mtime: int) -> tuple[tuple[str, tuple[tuple[str, s
     for distribution in distributions(path=[folder]):
         declared = tuple((e.name, e.value) for e in distribution.entry_points if e.group == ENTRY_POINT_GROUP)
         if declared:
-            declaring.append((re.sub(r"[-_.]+", "-", distribution.name or "").lower(), declared))
+            name = re.sub(r"[-_.]+", "-", distribution.name or "").lower()  # as pip compares them
+            declaring.append((name, declared))
     return tuple(declaring)
 
 

@@ -555,7 +555,7 @@ def _pickled_values(
 class Snapshot:
     """A frozen copy of the kernel's state, in a process of its own, to run trials from."""
 
-    def __init__(self, pid: int, cmd_fd: int, res_fd: int, taken_s: float) -> None:
+    def __init__(self, pid: int, cmd_fd: int, res_fd: int, taken_s: float, *, armed: bool = False) -> None:
         self.pid = pid
         self._cmd_fd = cmd_fd
         self._res_fd = res_fd
@@ -568,7 +568,7 @@ class Snapshot:
         #: parallel, one per process; ``_free`` holds the processes no trial uses
         self._twins: list[Snapshot] = []
         self._free: queue.SimpleQueue[Snapshot] | None = None
-        self._armed = False
+        self._armed = armed  # its trials got ready (made ahead, or asked for by arm)
 
     @classmethod
     def take(
@@ -617,9 +617,7 @@ class Snapshot:
 
         pid, res_r = _fork(child)
         os.close(cmd_r)
-        snapshot = cls(pid, cmd_w, res_r, time.monotonic() - started)
-        snapshot._armed = options.ready_ahead  # (its trials made ahead)
-        return snapshot
+        return cls(pid, cmd_w, res_r, time.monotonic() - started, armed=options.ready_ahead)
 
     @property
     def alive(self) -> bool:
