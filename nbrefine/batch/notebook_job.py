@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import signal
 import socket
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from ..headless import FixOptions, ProviderChoice, RunResult, SpareKernels
+    from ..headless.forked_kernels import Zygote, ZygoteLink
 
-__all__ = ["JobSettings", "NotebookResult", "NotebookTask", "repair_one", "spare_kernels"]
+__all__ = ["JobSettings", "NotebookResult", "NotebookTask", "batch_zygote", "repair_one", "spare_kernels"]
 
 #: ``emit(kind, data)``: what a job tells its client while it runs ("line": a progress line of
 #: one cell, "note": a line for every run but a quiet one, "kernel": the kernel's process id, so
@@ -217,11 +219,39 @@ def warm_up() -> float:
     return time.perf_counter() - started
 
 
-def spare_kernels() -> SpareKernels:
-    """What a worker that runs notebook after notebook keeps between them (see :func:`repair_one`)."""
+def spare_kernels(zygote: ZygoteLink | None = None) -> SpareKernels:
+    """What a worker that runs notebook after notebook keeps between them (see :func:`repair_one`);
+    its kernels forked from ``zygote`` (:func:`batch_zygote`) when they are launched as it expects."""
     from ..headless import SpareKernels
 
-    return SpareKernels()
+    return SpareKernels(zygote)
+
+
+def batch_zygote(task: NotebookTask) -> Zygote | None:
+    """A zygote for a batch's workers to share (:meth:`~nbrefine.headless.forked_kernels.Zygote.link`),
+    started now in the client, before its workers: for the kernel of ``task``, the batch's first
+    notebook (``--kernel``, else the kernel spec its text names, else python3). None where none can
+    be started; a worker whose kernel is another gets a zygote of its own, as without this."""
+    from ..headless.forked_kernels import batch_zygote as started
+
+    return started(task.settings.kernel or _named_kernel(task) or "python3")
+
+
+_PEEK_LIMIT = 1 << 24  # a bigger first notebook is not read in the client for its kernel's name
+
+
+def _named_kernel(task: NotebookTask) -> str:
+    """The kernel spec name the task's notebook names, read as JSON (the client does not import
+    nbformat); "" when it names none or cannot be read here (its job will say why)."""
+    try:
+        if task.text is None and Path(task.path).stat().st_size > _PEEK_LIMIT:
+            return ""
+        text = task.text if task.text is not None else Path(task.path).read_text(encoding="utf-8")
+        spec = json.loads(text).get("metadata", {}).get("kernelspec", {})
+    except (OSError, ValueError, AttributeError):
+        return ""
+    name = spec.get("name") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def kill_kernel(pid: int) -> None:

@@ -21,6 +21,7 @@ May import: this package's :mod:`.notebook_job` and the standard library."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -33,10 +34,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .notebook_job import Emit, NotebookResult, NotebookTask, kill_kernel, repair_one, spare_kernels, warm_up
+from .notebook_job import (
+    Emit,
+    NotebookResult,
+    NotebookTask,
+    batch_zygote,
+    kill_kernel,
+    repair_one,
+    spare_kernels,
+    warm_up,
+)
 
 if TYPE_CHECKING:
     from ..headless import SpareKernels
+    from ..headless.forked_kernels import Zygote, ZygoteLink
 
 __all__ = ["Event", "Executor", "LocalPool"]
 
@@ -87,7 +98,9 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Cancelled()
 
 
-def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str, spares: bool) -> None:
+def _worker(
+    tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str, spares: bool, zygote: ZygoteLink | None
+) -> None:
     # Forked from the fork server, which started with the first batch of this process: take
     # the client's environment and folder as they are now (a provider's key, relative paths).
     os.environ.clear()
@@ -96,7 +109,7 @@ def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str, s
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
     # Cancelled, the job's kernel and the spare are shut down (``kernels`` waits) before it ends.
-    with contextlib.suppress(_Cancelled), _kernels(spares) as kernels:
+    with contextlib.suppress(_Cancelled), _kernels(spares, zygote) as kernels:
         out.put(Event(-1, "ready", {"worker": os.getpid(), "import_s": round(warm_up(), 3)}))
         while True:
             task: NotebookTask | None = tasks.get()
@@ -112,11 +125,13 @@ def _worker(tasks: Any, out: Any, job: Job, environ: dict[str, str], cwd: str, s
 
 
 @contextlib.contextmanager
-def _kernels(spares: bool) -> Iterator[SpareKernels | None]:
+def _kernels(spares: bool, zygote: ZygoteLink | None) -> Iterator[SpareKernels | None]:
     if not spares:
+        if zygote is not None:
+            zygote.channel.close()
         yield None
         return
-    with spare_kernels() as kernels:
+    with spare_kernels(zygote) as kernels:
         yield kernels
 
 
@@ -147,9 +162,18 @@ class LocalPool:
         self._busy: dict[int, tuple[int, int]] = {}  # worker pid → (task index, kernel pid)
         self._spares: dict[int, int] = {}  # worker pid → its spare kernel's pid
         self._paths: dict[int, str] = {}  # task index → path, for the tasks under way
+        self._zygote: Zygote | None = None  # the workers' kernels are forked from it
 
     def run(self, tasks: Iterable[NotebookTask]) -> Iterator[Event | NotebookResult]:
         pending = _looking_ahead(tasks, self.jobs) if self.spare_kernels else iter(tasks)
+        first = next(pending, None)
+        if first is None:
+            return
+        if self.spare_kernels:
+            # Started before the workers, it imports what the kernels need while they start
+            # (half a second of CPU, paid once for all of them, not once by each).
+            self._zygote = batch_zygote(first)
+        pending = itertools.chain([first], pending)
         outstanding = 0
         for _ in range(self.jobs):
             outstanding += self._feed(pending)
@@ -195,10 +219,25 @@ class LocalPool:
         return 1
 
     def _start_worker(self) -> None:
-        args = (self._tasks, self._out, self.job, dict(os.environ), os.getcwd(), self.spare_kernels)
+        link = self._link()
+        args = (self._tasks, self._out, self.job, dict(os.environ), os.getcwd(), self.spare_kernels, link)
         proc = self._ctx.Process(target=_worker, args=args, daemon=True)
-        proc.start()
+        try:
+            proc.start()
+        finally:
+            if link is not None:
+                link.channel.close()  # the worker's now (a copy went with it)
         self._workers.append(proc)
+
+    def _link(self) -> ZygoteLink | None:
+        if self._zygote is None:
+            return None
+        try:
+            return self._zygote.link()
+        except RuntimeError:  # a ZygoteError: it is gone, and the workers start zygotes of their own
+            self._zygote.close()
+            self._zygote = None
+            return None
 
     def _next(self) -> Event | NotebookResult | None:
         try:
@@ -255,6 +294,9 @@ class LocalPool:
             q.cancel_join_thread()  # a killed worker may leave a half-read queue: never block on it
             q.close()
         self._workers = []
+        if self._zygote is not None:  # its workers are gone: it ends with this socket's close
+            self._zygote.close()
+            self._zygote = None
 
 
 def _looking_ahead(tasks: Iterable[NotebookTask], ahead: int) -> Iterator[NotebookTask]:

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import IO, Any
 
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
@@ -40,8 +41,10 @@ __all__ = [
     "ForkedKernel",
     "Zygote",
     "ZygoteError",
+    "ZygoteLink",
     "ZygoteProvisioner",
     "Zygotes",
+    "batch_zygote",
     "kernel_launch",
     "zygote_provisioner",
 ]
@@ -75,14 +78,24 @@ def kernel_launch(cmd: list[str]) -> tuple[list[str], list[str]] | None:
     return cmd[:at], cmd[at + 2 :]
 
 
+@dataclass(frozen=True)
+class ZygoteLink:
+    """A socket to a running zygote, for another process (:meth:`Zygote.link`): what it needs to
+    use that zygote (:meth:`Zygote.linked`) if its kernels would be launched the same way."""
+
+    channel: socket.socket
+    key: tuple[Any, ...]  # the launch the zygote was started for (see _key)
+    pid: int
+
+
 class Zygote:
-    """One zygote process, started with ``interpreter`` and ``env``; :meth:`spawn` forks a kernel."""
+    """One zygote process, started with ``interpreter`` and ``env``; :meth:`spawn` forks a kernel.
+    Other processes may share it (:meth:`link`, :meth:`linked`)."""
 
     def __init__(self, interpreter: list[str], env: dict[str, str]) -> None:
-        self.key = _key(interpreter, env)
-        self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 [*interpreter, "-c", START, str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 env=env,
@@ -92,16 +105,47 @@ class Zygote:
                 start_new_session=True,  # Ctrl-C reaches the worker, which stops it in order
             )
         except OSError as err:
-            self.channel.close()
+            channel.close()
             raise ZygoteError(f"cannot start the zygote: {err}") from None
         finally:
             theirs.close()
+        self._use(channel, _key(interpreter, env), process.pid, process)
+
+    @classmethod
+    def linked(cls, link: ZygoteLink) -> Zygote:
+        """The zygote another process started and linked this one to: it exits once every
+        process it serves has closed its socket; :meth:`close` here closes this one's."""
+        zygote = cls.__new__(cls)
+        zygote._use(link.channel, link.key, link.pid, None)
+        return zygote
+
+    def _use(
+        self, channel: socket.socket, key: tuple[Any, ...], pid: int, process: subprocess.Popen[bytes] | None
+    ) -> None:
+        self.channel = channel
+        self.key = key
+        self.process = process  # None: another process started it (and waits for it)
+        self._pid = pid
         self._lock = threading.Lock()  # one request and its reply at a time, from any thread
         self._ready = False
 
     @property
     def pid(self) -> int:
-        return int(self.process.pid)
+        return self._pid
+
+    def link(self) -> ZygoteLink:
+        """A socket to this zygote for another process (a batch worker) to fork its kernels with.
+        The zygote answers on it once it has preloaded; the other process's close ends it."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                self._send({"op": "attach"}, [theirs.fileno()])
+        except ZygoteError:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        return ZygoteLink(mine, self.key, self.pid)
 
     def spawn(self, args: list[str], cwd: str, env: dict[str, str], stdio: list[int]) -> tuple[int, int]:
         """Fork a kernel ``ipykernel_launcher ARGS`` in ``cwd`` with ``env`` and the descriptors
@@ -128,9 +172,12 @@ class Zygote:
         return int(status) if isinstance(status, int) else None
 
     def close(self) -> None:
-        """Stop the zygote: its end of the socket sees the close and it exits; its kernels, if any
-        are left, get SIGKILL (their parent-death signal)."""
+        """Stop the zygote: its end of the socket sees the close and it exits (once the processes
+        linked to it have closed theirs); its kernels, if any are left, get SIGKILL (their
+        parent-death signal). Linked to it, only this process's socket is closed."""
         self.channel.close()
+        if self.process is None:
+            return
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -209,12 +256,15 @@ class ForkedKernel:
 
 class Zygotes:
     """A worker's zygote, started at its first kernel and kept for the next ones (one at a time:
-    a batch uses one kernel spec and one environment; another replaces it). After a failure, its
-    kernels are started as usual, and :attr:`failure` says why."""
+    a batch uses one kernel spec and one environment; another replaces it). With a ``link``
+    (:meth:`Zygote.link`: the batch's client started one for all its workers), that one is used
+    when the kernel is launched as it was started for, and closed unused otherwise. After a
+    failure, its kernels are started as usual, and :attr:`failure` says why."""
 
-    def __init__(self) -> None:
+    def __init__(self, link: ZygoteLink | None = None) -> None:
         self.zygote: Zygote | None = None
         self.failure = ""
+        self._link = link
 
     def launch(self, cmd: list[str], options: dict[str, Any]) -> ForkedKernel | None:
         """The kernel of ``cmd`` (with the local provisioner's Popen ``options``) forked from the
@@ -236,10 +286,20 @@ class Zygotes:
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
+        if self._link is not None:
+            self._link.channel.close()
+            self._link = None
 
     def _zygote_for(self, interpreter: list[str], env: dict[str, str]) -> Zygote:
-        if self.zygote is not None and self.zygote.key != _key(interpreter, env):
+        key = _key(interpreter, env)
+        if self.zygote is not None and self.zygote.key != key:
             self.close()
+        if self.zygote is None and self._link is not None:
+            link, self._link = self._link, None
+            if link.key == key:
+                self.zygote = Zygote.linked(link)
+            else:  # started for another launch (kernel spec or environment): not what it imported
+                link.channel.close()
         if self.zygote is None:
             self.zygote = Zygote(interpreter, env)
         return self.zygote
@@ -291,6 +351,51 @@ def _key(interpreter: list[str], env: dict[str, str]) -> tuple[Any, ...]:
     return tuple(interpreter), tuple(sorted((k, v) for k, v in env.items() if not k.startswith("JPY_")))
 
 
+def batch_zygote(kernel_name: str) -> Zygote | None:
+    """A zygote for the kernels a batch will launch for ``kernel_name`` from this process's
+    environment (as jupyter_client would launch them, see :func:`_predicted_launch`), started
+    now, for the batch's workers to share (:meth:`Zygote.link`); None where kernels are not
+    forked, or the kernel spec is not one a zygote can start."""
+    if not _forks_here():
+        return None
+    launch = _predicted_launch(kernel_name)
+    if launch is None:
+        return None
+    try:
+        return Zygote(*launch)
+    except ZygoteError:
+        return None
+
+
+def _predicted_launch(kernel_name: str) -> tuple[list[str], dict[str, str]] | None:
+    """``(interpreter, environment)`` of the kernel launch jupyter_client makes for
+    ``kernel_name`` from this process's environment: the kernel spec's command with ``python``
+    as this interpreter (KernelManager.format_kernel_cmd), this environment with the spec's
+    entries substituted in and no PYTHONEXECUTABLE for a Python kernel (the provisioner's
+    pre_launch). A prediction: the worker compares it with the real launch (:class:`Zygotes`),
+    and what differs gets a zygote of its own."""
+    from string import Template
+
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    except (NoSuchKernel, OSError, ValueError):
+        return None
+    cmd = list(spec.argv)
+    major, minor = sys.version_info[:2]
+    if cmd and cmd[0] in {"python", f"python{major}", f"python{major}.{minor}"}:
+        cmd[0] = sys.executable
+    launch = kernel_launch(cmd)
+    if launch is None or not _local_provisioner(spec):
+        return None
+    env = dict(os.environ)
+    env.update({name: Template(value).safe_substitute(env) for name, value in (spec.env or {}).items()})
+    if (spec.language or "").lower().startswith("python"):
+        env.pop("PYTHONEXECUTABLE", None)
+    return launch[0], env
+
+
 class ZygoteProvisioner(LocalProvisioner):
     """jupyter_client's local provisioner, whose kernel is forked from :attr:`zygotes` when it can
     be (see :meth:`Zygotes.launch`), and started as usual when not."""
@@ -311,13 +416,23 @@ def zygote_provisioner(km: Any, zygotes: Zygotes) -> ZygoteProvisioner | None:
     """A provisioner for the kernel manager ``km`` (not started yet) that forks its kernel from
     ``zygotes``, or None (the kernel manager then makes its usual one): not on systems without
     pidfds, nor for a kernel spec that names a provisioner of its own."""
-    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"):
-        return None
     spec = km.kernel_spec
-    named = (spec.metadata or {}).get("kernel_provisioner", {}).get("provisioner_name", "local-provisioner")
-    if named != "local-provisioner":
+    if not _forks_here() or not _local_provisioner(spec):
         return None
     km.kernel_id = km.kernel_id or str(uuid.uuid4())
     provisioner = ZygoteProvisioner(kernel_id=km.kernel_id, kernel_spec=spec, parent=km)
     provisioner.zygotes = zygotes
     return provisioner
+
+
+def _forks_here() -> bool:
+    """Whether kernels can be forked from a zygote here: a zygote's kernels are watched through
+    pidfds (Linux)."""
+    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+
+
+def _local_provisioner(spec: Any) -> bool:
+    """Whether jupyter_client launches ``spec``'s kernels with its local provisioner (the one a
+    zygote stands in for), not one the kernel spec names."""
+    named = (spec.metadata or {}).get("kernel_provisioner", {}).get("provisioner_name", "local-provisioner")
+    return bool(named == "local-provisioner")

@@ -35,7 +35,7 @@ from .notebook_files import first_line, nbf, plain_json
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from .forked_kernels import Zygotes
+    from .forked_kernels import ZygoteLink, Zygotes
     from .session_json import SessionJSON
 
 __all__ = [
@@ -459,13 +459,14 @@ class SpareKernels:
     :meth:`take`) and those shutting down in the background (:meth:`retire`). A notebook's kernel
     boots, and the last one exits, while the worker runs another notebook's cells; each kernel
     still serves one notebook only. The kernels are forked from the worker's zygote
-    (:attr:`zygotes`) where they can be. :meth:`close` (the block's end) stops them all and waits."""
+    (:attr:`zygotes`; the one its batch started for every worker, given ``zygote``) where they
+    can be. :meth:`close` (the block's end) stops them all and waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, zygote: ZygoteLink | None = None) -> None:
         from .forked_kernels import Zygotes
 
         self.spare: StartedKernel | None = None
-        self.zygotes = Zygotes()
+        self.zygotes = Zygotes(zygote)
         self._stopping: list[threading.Thread] = []
 
     def __enter__(self) -> SpareKernels:

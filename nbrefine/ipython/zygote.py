@@ -20,10 +20,16 @@ attached):
   and stderr attached -> ``{"pid": N}`` with a pidfd of the kernel attached (the worker polls and
   signals the kernel through it, with no pid reuse race), or ``{"error": "..."}``;
 - ``{"op": "status", "pid": N}`` -> ``{"status": CODE}`` once the kernel has exited (a negative
-  code: the signal that ended it, as :class:`subprocess.Popen` says), ``{"status": null}`` before.
+  code: the signal that ended it, as :class:`subprocess.Popen` says), ``{"status": null}`` before;
+- ``{"op": "attach"}`` with one socket of the same kind attached -> nothing on this socket; the
+  zygote serves the attached one too, from now on, and sends ``{"ready": pid}`` on it. A batch's
+  client starts one zygote and gives each of its workers a socket of its own this way (one zygote's
+  imports for the batch, started before the workers are), each worker then asking for its own
+  kernels as above.
 
-The zygote ends when the worker's end of the socket closes (the worker exited or was killed); its
-kernels then get SIGKILL (their parent-death signal), so none outlives the batch.
+The zygote ends when every socket it serves has closed at the other end (the client and its
+workers exited or were killed); its kernels then get SIGKILL (their parent-death signal), so none
+outlives the batch.
 
 May import: ipykernel, ipykernel_launcher, IPython and what a kernel imports as it starts
 (:data:`_KERNEL_START`), the IPython side's :mod:`.repairs` and :mod:`.kernel_api` (what it
@@ -44,6 +50,7 @@ import socket
 import sys
 import threading
 import traceback
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["main"]
@@ -68,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as err:
         _send(channel, {"error": f"the zygote cannot preload: {type(err).__name__}: {err}"})
         return 1
-    _send(channel, {"ready": os.getpid()})
+    with contextlib.suppress(OSError):  # the client closed its socket: it serves those attached
+        _send(channel, {"ready": os.getpid()})
     return _serve(channel, set_by_imports)
 
 
@@ -126,36 +134,83 @@ def _number_threads_afresh() -> None:
         threading._counter = itertools.count(1).__next__  # type: ignore[attr-defined]
 
 
+@dataclass
+class _Clients:
+    """The sockets the zygote serves, and the kernels each asked for."""
+
+    channels: list[socket.socket]
+    set_by_imports: dict[str, str]
+    exited: dict[int, int] = field(default_factory=dict)  # reaped kernels' exit codes
+    owners: dict[int, socket.socket] = field(default_factory=dict)  # a running kernel's client
+
+    def drop(self, channel: socket.socket) -> None:
+        """``channel``'s other end closed (its worker exited or was killed): its kernels still
+        running get SIGKILL, as they would get their parent-death signal from a zygote of the
+        worker's own."""
+        channel.close()
+        self.channels.remove(channel)
+        _reap(self.exited)
+        for pid, owner in list(self.owners.items()):
+            if owner is channel:
+                del self.owners[pid]
+                if pid not in self.exited:
+                    with contextlib.suppress(ProcessLookupError):  # (not reaped: the pid is its own)
+                        os.kill(pid, signal.SIGKILL)
+
+
 def _serve(channel: socket.socket, set_by_imports: dict[str, str]) -> int:
-    exited: dict[int, int] = {}
-    while True:
-        readable, _, _ = select.select([channel], [], [], _REAP_EVERY_S)
-        _reap(exited)
-        if not readable:
-            continue
-        try:
-            data, fds, _, _ = socket.recv_fds(channel, _MAX_MESSAGE, 3)
-        except OSError:
-            return 0
-        if not data:  # the worker's end closed
-            return 0
-        request = json.loads(data)
-        if request.get("op") == "spawn":
-            _spawn(channel, request, fds, set_by_imports)
-        elif request.get("op") == "status":
-            _send(channel, {"status": _status(int(request["pid"]), exited)})
-        else:
-            _send(channel, {"error": f"unknown request {request.get('op')!r}"})
+    clients = _Clients([channel], set_by_imports)
+    while clients.channels:
+        readable, _, _ = select.select(clients.channels, [], [], _REAP_EVERY_S)
+        _reap(clients.exited)
+        for ready in readable:
+            if not _answer(ready, clients):
+                clients.drop(ready)
+    return 0
+
+
+def _answer(channel: socket.socket, clients: _Clients) -> bool:
+    """Answer one request that came on ``channel``; False when the other end has closed."""
+    try:
+        data, fds, _, _ = socket.recv_fds(channel, _MAX_MESSAGE, 3)
+    except OSError:
+        return False
+    if not data:
+        return False
+    try:
+        _dispatch(channel, clients, json.loads(data), fds)
+    except OSError:  # its client is gone since it asked (the reply could not be sent)
+        return False
+    finally:
         for fd in fds:
             os.close(fd)
+    return True
 
 
-def _spawn(
-    channel: socket.socket, request: dict[str, Any], fds: list[int], set_by_imports: dict[str, str]
-) -> None:
+def _dispatch(channel: socket.socket, clients: _Clients, request: dict[str, Any], fds: list[int]) -> None:
+    if request.get("op") == "spawn":
+        pid = _spawn(channel, clients, request, fds)
+        if pid:
+            clients.owners[pid] = channel
+    elif request.get("op") == "status":
+        _send(channel, {"status": _status(int(request["pid"]), clients.exited)})
+    elif request.get("op") == "attach" and len(fds) == 1:
+        attached = socket.socket(fileno=fds.pop())
+        try:
+            _send(attached, {"ready": os.getpid()})
+        except OSError:  # that worker is gone already
+            attached.close()
+        else:
+            clients.channels.append(attached)
+    else:
+        _send(channel, {"error": f"unknown request {request.get('op')!r}"})
+
+
+def _spawn(channel: socket.socket, clients: _Clients, request: dict[str, Any], fds: list[int]) -> int:
+    """Fork the kernel ``request`` asks for; its pid (0: refused, and ``channel`` told why)."""
     if len(fds) != 3:
         _send(channel, {"error": "a spawn request needs the kernel's stdin, stdout and stderr"})
-        return
+        return 0
     zygote = os.getpid()
     # What the zygote holds (all it imported) goes to the collector's permanent generation: each
     # kernel's collections, the full one at its exit too (IPython's reset: 34 ms of CPU), then
@@ -164,7 +219,7 @@ def _spawn(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the kernel (its tests see it from outside)
         try:
-            _become_kernel(channel, request, fds, zygote, set_by_imports)
+            _become_kernel(clients.channels, request, fds, zygote, clients.set_by_imports)
         except SystemExit:
             raise  # the kernel's own exit: the interpreter ends as a kernel's would, at exit hooks
         except BaseException:
@@ -174,12 +229,16 @@ def _spawn(
     pidfd = os.pidfd_open(pid)  # no race: only this loop reaps, and it is here
     try:
         _send(channel, {"pid": pid}, [pidfd])
+    except OSError:  # nobody to run it for
+        os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         os.close(pidfd)
+    return pid
 
 
 def _become_kernel(
-    channel: socket.socket,
+    channels: list[socket.socket],
     request: dict[str, Any],
     fds: list[int],
     zygote: int,
@@ -194,7 +253,8 @@ def _become_kernel(
     os.setsid()  # as jupyter_client starts a kernel: interrupts and kills reach its process group
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
-    channel.close()
+    for channel in channels:  # (closed as objects: none may close a reused descriptor later)
+        channel.close()
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     os.chdir(request["cwd"])
     os.environ.clear()

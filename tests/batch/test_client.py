@@ -276,10 +276,21 @@ def test_ctrl_c_stops_every_kernel_writes_nothing_half_done_and_the_partial_repo
 DOOMED = (
     "import os, time\n"
     "open('kernel.pid', 'w').write(str(os.getpid()))\n"
-    # The kernel was forked by the worker's zygote, whose parent is the worker.
-    "parent = os.getppid()\n"
-    "assert 'nbrefine.ipython.zygote' in open(f'/proc/{parent}/cmdline').read()\n"
-    "worker = int(open(f'/proc/{parent}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+    # The kernel was forked by the batch's zygote; the worker holds the other end of its stdin.
+    "assert 'nbrefine.ipython.zygote' in open(f'/proc/{os.getppid()}/cmdline').read()\n"
+    "pipe = os.readlink('/proc/self/fd/0')\n"
+    "def holds(pid):\n"
+    "    try:\n"
+    "        fds = os.listdir(f'/proc/{pid}/fd')\n"
+    "        return any(os.readlink(f'/proc/{pid}/fd/{fd}') == pipe for fd in fds)\n"
+    "    except OSError:\n"
+    "        return False\n"
+    "def outside(pid):  # not the kernel, nor what it forked (its session)\n"
+    "    try:\n"
+    "        return os.getsid(pid) != os.getsid(0)\n"
+    "    except OSError:\n"
+    "        return False\n"
+    "(worker,) = [int(p) for p in os.listdir('/proc') if p.isdigit() and outside(int(p)) and holds(p)]\n"
     "open('worker.pid', 'w').write(str(worker))\n"
     "time.sleep(60)"
 )

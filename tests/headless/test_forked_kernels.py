@@ -19,7 +19,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from nbrefine._errors import KernelDiedError
 from nbrefine.headless import SpareKernels
-from nbrefine.headless.forked_kernels import ForkedKernel, kernel_launch
+from nbrefine.headless.forked_kernels import ForkedKernel, Zygote, batch_zygote, kernel_launch
 from nbrefine.headless.kernel import TIMEOUT_ENAME, KernelDriver, call_code, open_kernel
 
 pytestmark = [
@@ -152,6 +152,96 @@ def test_the_zygote_ends_with_the_worker(tmp_path: Path) -> None:
         zygote = kernels.zygotes.zygote
         assert zygote is not None
     assert zygote.process.poll() is not None and kernels.zygotes.zygote is None
+
+
+def parent_of(kernel: KernelDriver) -> int:
+    return int(kernel.run("import os\nprint(os.getppid())", 0, store_history=False).stdout())
+
+
+def started_for_the_batch() -> Zygote:
+    zygote = batch_zygote("python3")
+    assert zygote is not None and zygote.process is not None
+    return zygote
+
+
+def test_workers_linked_to_the_batchs_zygote_fork_their_kernels_from_it_and_it_ends_with_the_last(
+    tmp_path: Path,
+) -> None:
+    zygote = started_for_the_batch()
+    assert zygote.process is not None
+    first, second = SpareKernels(zygote.link()), SpareKernels(zygote.link())
+    zygote.channel.close()  # the client's own socket goes first: its workers still use the zygote
+    try:
+        for kernels in (first, second):
+            with open_kernel(notebook(), "python3", tmp_path, 30, spares=kernels) as kernel:
+                assert forked(kernel), kernels.zygotes.failure
+                assert parent_of(kernel) == zygote.pid
+                assert kernels.zygotes.zygote is not None and kernels.zygotes.zygote.process is None
+        first.close()
+        assert zygote.process.poll() is None  # the second worker still holds its socket
+    finally:
+        first.close()
+        second.close()
+    assert wait_until(lambda: zygote.process.poll() is not None)  # type: ignore[union-attr]
+    zygote.close()
+
+
+def test_a_linked_worker_that_dies_takes_its_kernels_with_it_and_the_zygote_serves_the_others(
+    tmp_path: Path,
+) -> None:
+    zygote = started_for_the_batch()
+    doomed, other = SpareKernels(zygote.link()), SpareKernels(zygote.link())
+    try:
+        with open_kernel(notebook(), "python3", tmp_path, 30, spares=doomed) as kernel:
+            assert forked(kernel), doomed.zygotes.failure
+            assert doomed.zygotes.zygote is not None
+            doomed.zygotes.zygote.channel.close()  # as the socket of a killed worker closes
+            kernel_pid = kernel.pid
+            assert wait_until(lambda: ended(kernel_pid))  # as if its parent, its own zygote, died
+        with open_kernel(notebook(), "python3", tmp_path, 30, spares=other) as kernel:
+            assert forked(kernel), other.zygotes.failure
+            assert parent_of(kernel) == zygote.pid
+    finally:
+        doomed.close()
+        other.close()
+        zygote.close()
+
+
+def test_a_link_to_a_zygote_started_for_another_launch_is_left_and_the_worker_starts_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zygote = started_for_the_batch()
+    # The worker's environment is not the one the zygote imported with: its kernels would not
+    # be the processes a started kernel would be.
+    monkeypatch.setenv("NBREFINE_ZYGOTE_PROBE", "set after the batch's zygote started")
+    try:
+        with (
+            SpareKernels(zygote.link()) as kernels,
+            open_kernel(notebook(), "python3", tmp_path, 30, spares=kernels) as kernel,
+        ):
+            assert forked(kernel), kernels.zygotes.failure
+            own = kernels.zygotes.zygote
+            assert own is not None and own.process is not None and own.pid != zygote.pid
+            assert parent_of(kernel) == own.pid
+            assert probe(kernel)["env_value"] == "set after the batch's zygote started"
+        zygote.channel.close()  # the worker left its socket unused: the client's close ends it
+        assert zygote.process is not None and wait_until(lambda: zygote.process.poll() is not None)  # type: ignore[union-attr]
+    finally:
+        zygote.close()
+
+
+def test_no_batch_zygote_for_a_kernel_spec_it_cannot_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "share/jupyter/kernels/plain"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel", "-f", "{connection_file}"]  # not ipykernel_launcher
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "plain", "language": "python"})
+    )
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share/jupyter"))
+    assert batch_zygote("plain") is None
+    assert batch_zygote("no-such-kernel") is None
 
 
 def test_a_kernel_spec_of_another_shape_is_started_as_usual(
