@@ -230,9 +230,8 @@ def test_a_link_to_a_zygote_started_for_another_launch_is_left_and_the_worker_st
         zygote.close()
 
 
-def test_no_batch_zygote_for_a_kernel_spec_it_cannot_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def plain_kernel_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel spec "plain" whose command is not the launcher's shape (``-m ipykernel``)."""
     spec = tmp_path / "share/jupyter/kernels/plain"
     spec.mkdir(parents=True)
     argv = [sys.executable, "-m", "ipykernel", "-f", "{connection_file}"]  # not ipykernel_launcher
@@ -240,6 +239,12 @@ def test_no_batch_zygote_for_a_kernel_spec_it_cannot_start(
         json.dumps({"argv": argv, "display_name": "plain", "language": "python"})
     )
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share/jupyter"))
+
+
+def test_no_batch_zygote_for_a_kernel_spec_it_cannot_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain_kernel_spec(tmp_path, monkeypatch)
     assert batch_zygote("plain") is None
     assert batch_zygote("no-such-kernel") is None
 
@@ -247,13 +252,7 @@ def test_no_batch_zygote_for_a_kernel_spec_it_cannot_start(
 def test_a_kernel_spec_of_another_shape_is_started_as_usual(
     tmp_path: Path, spares: SpareKernels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = tmp_path / "share/jupyter/kernels/plain"
-    spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel", "-f", "{connection_file}"]  # not ipykernel_launcher
-    (spec / "kernel.json").write_text(
-        json.dumps({"argv": argv, "display_name": "plain", "language": "python"})
-    )
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share/jupyter"))
+    plain_kernel_spec(tmp_path, monkeypatch)
     with open_kernel(notebook(), "plain", tmp_path, 30, spares=spares) as kernel:
         assert not forked(kernel) and spares.zygotes.zygote is None
         assert (
