@@ -23,6 +23,13 @@ and the notebook's own cells, repairs included; and when the workers were ready 
 paid once). Targets (issue 20): the extension's load and settings <= 0.2 s per notebook; --jobs 2
 at least 1.8x the throughput of --jobs 1 on a 2-core machine.
 
+Each round also measures what the machine itself gives a second process: a pure-Python loop (no
+I/O, no memory traffic to speak of) in one process, then the same loop in two processes started
+together, and the ratio of their throughputs. A virtual machine's two "cores" may share a physical
+one, or its host's load; no batch can scale better than that ratio, nor better than the machine's
+cores over the cores ``--jobs 1`` keeps busy. The bench prints both limits, the lower one, and the
+``--jobs 2`` ratio as a share of it.
+
 With ``--dask`` it starts a local Dask scheduler and two worker processes of one thread each
 (``python -m dask scheduler`` / ``python -m dask worker --nworkers 2 --nthreads 1``, on
 loopback), then compares ``--cluster ADDRESS`` with ``--jobs 2``, alternating in the same way.
@@ -202,6 +209,7 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs, Python {platform.python_version()} on {platform.system()}")
     print(f"load average {' '.join(f'{v:.2f}' for v in load_before)} at the start")
     runs = []
+    scaling: list[float] = []
     with tempfile.TemporaryDirectory(prefix="nbrefine-bench-batch-") as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
         folder = work / "notebooks"
@@ -217,13 +225,53 @@ def main() -> int:
                 result = run(folder, variant, work)
                 print(f"round {round_ + 1}: {variant.name}: {result['wall_s']:.1f} s", flush=True)
                 runs.append(result)
+            if not args.dask:
+                scaling.append(machine_scaling())
+                print(f"round {round_ + 1}: 2-process scaling {scaling[-1]:.2f}x", flush=True)
     figures = summarise(runs, args.notebooks, variants)
+    if scaling:
+        figures["machine_scaling"] = {"per_round": [round(x, 3) for x in scaling],
+                                      "median": round(statistics.median(scaling), 3)}  # fmt: skip
     figures["load_average"] = {"start": load_before, "end": os.getloadavg()}
     print_table(figures, variants)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     return 0
+
+
+#: A pure-Python loop of about 0.3 s, timed in the process, which waits for a line on stdin to start.
+_LOOP = """
+import sys, time
+sys.stdin.readline()
+t = time.perf_counter()
+s = 0
+for i in range(2_500_000):
+    s += i * i % 7
+print(time.perf_counter() - t, flush=True)
+"""
+
+
+def machine_scaling() -> float:
+    """The throughput of the loop in two processes at once over its throughput in one: what the
+    machine gives a second process when nothing else is shared (started first, timed from the
+    line that starts them, so that the interpreters' start is not counted)."""
+
+    def together(count: int) -> float:
+        procs = [subprocess.Popen([sys.executable, "-c", _LOOP], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True) for _ in range(count)]  # fmt: skip
+        time.sleep(0.2)  # every interpreter started and waiting
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        return max(float(proc.communicate()[0]) for proc in procs)
+
+    ones, twos = [], []
+    for _ in range(5):  # alternating, the medians: one pair of runs swings by 20% on a shared host
+        ones.append(together(1))
+        twos.append(together(2))
+    return 2 * statistics.median(ones) / statistics.median(twos)
 
 
 def compile_bytecode(tree: Path) -> None:
@@ -235,13 +283,21 @@ def compile_bytecode(tree: Path) -> None:
         print(f"bytecode compiled in {tree} (PYTHONDONTWRITEBYTECODE is set here)")
 
 
-def print_ceiling(first: dict[str, Any], name: str) -> None:
+def print_ceiling(first: dict[str, Any], name: str, ratio: float, scaling: dict[str, Any] | None) -> None:
     """The most a second job can add: as many cores as the machine has over the cores the first
-    variant already keeps busy (the CPU one notebook costs does not shrink with more jobs)."""
+    variant already keeps busy (the CPU one notebook costs does not shrink with more jobs), and
+    what the machine gives a second process at all (:func:`machine_scaling`)."""
     busy = statistics.median(first["cores_busy"])
     cpus = os.cpu_count() or 1
     print(f"  {name} keeps {busy:.2f} of {cpus} cores busy (busy CPU time / wall time, median): no number of"
           f" jobs can give more than {cpus / busy:.2f}x its throughput on this machine")  # fmt: skip
+    if scaling is None:
+        return
+    rounds = ", ".join(f"{r:.2f}" for r in scaling["per_round"])
+    limit = min(cpus / busy, scaling["median"])
+    print(f"  the machine's own 2-process scaling (a pure-Python loop): {scaling['median']:.2f}x median"
+          f" (rounds: {rounds}); the lower limit, {limit:.2f}x, is reached to"
+          f" {100 * ratio / limit:.0f}%")  # fmt: skip
 
 
 def print_table(f: dict[str, Any], variants: list[Variant]) -> None:
@@ -264,7 +320,7 @@ def print_table(f: dict[str, Any], variants: list[Variant]) -> None:
         print(f"{pair[1]} / {pair[0]} throughput: {ratio['median']:.2f}x median (rounds: {rounds});"
               f" target >= {target}x: {verdict}")  # fmt: skip
         if not dask:
-            print_ceiling(by_name[pair[0]], pair[0])
+            print_ceiling(by_name[pair[0]], pair[0], ratio["median"], f.get("machine_scaling"))
     print("\nper notebook, seconds on the job's path: median (max) over every notebook of every run")
     width = max(len(v.name) for v in variants) + 2
     print(f"  {'':<40}" + "".join(f"{v.name:>{width + 8}}" for v in variants))
