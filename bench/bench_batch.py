@@ -268,7 +268,7 @@ def machine_scaling() -> float:
         return max(float(proc.communicate()[0]) for proc in procs)
 
     ones, twos = [], []
-    for _ in range(5):  # alternating, the medians: one pair alone gave 1.4x to 2.3x on the shared host
+    for _ in range(5):  # alternating, the medians: on the shared host, medians of 3 gave 1.4x to 2.3x
         ones.append(together(1))
         twos.append(together(2))
     return 2 * statistics.median(ones) / statistics.median(twos)

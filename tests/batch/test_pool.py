@@ -21,8 +21,16 @@ pytestmark = [
     pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the zygote needs pidfds (Linux 5.3)"),
 ]
 
-# Long enough that both workers take notebooks; prints the kernel's parent, its zygote.
-PARENT = "import os, time\ntime.sleep(0.3)\nprint(os.getppid())"
+# Waits until two notebooks run at once (a worker runs one at a time), so that both workers take
+# one however slowly either starts; then prints the kernel's parent, its zygote.
+PARENT = """import os, pathlib, time
+running = pathlib.Path("../running")
+running.mkdir(exist_ok=True)
+(running / str(os.getpid())).touch()
+deadline = time.monotonic() + 60
+while len(list(running.iterdir())) < 2 and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(os.getppid())"""
 
 
 def test_every_worker_forks_its_kernels_from_the_one_zygote_the_batch_started(
