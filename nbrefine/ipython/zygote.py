@@ -143,6 +143,12 @@ class _Clients:
     exited: dict[int, int] = field(default_factory=dict)  # reaped kernels' exit codes
     owners: dict[int, socket.socket] = field(default_factory=dict)  # a running kernel's client
 
+    def spawned(self, pid: int, channel: socket.socket) -> None:
+        """``pid`` is now a kernel that ``channel``'s worker asked for. An exit recorded under that
+        pid was an earlier kernel's (the system reuses pids): it no longer says this one ended."""
+        self.exited.pop(pid, None)
+        self.owners[pid] = channel
+
     def drop(self, channel: socket.socket) -> None:
         """``channel``'s other end closed (its worker exited or was killed): its kernels still
         running get SIGKILL, as they would get their parent-death signal from a zygote of the
@@ -191,7 +197,7 @@ def _dispatch(channel: socket.socket, clients: _Clients, request: dict[str, Any]
     if request.get("op") == "spawn":
         pid = _spawn(channel, clients, request, fds)
         if pid:
-            clients.owners[pid] = channel
+            clients.spawned(pid, channel)
     elif request.get("op") == "status":
         _send(channel, {"status": _status(int(request["pid"]), clients.exited)})
     elif request.get("op") == "attach" and len(fds) == 1:
