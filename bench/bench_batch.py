@@ -240,9 +240,11 @@ def main() -> int:
     return 0
 
 
-#: A pure-Python loop of about 0.3 s, timed in the process, which waits for a line on stdin to start.
+#: A pure-Python loop of about 0.3 s, timed in the process: it says it is up, then waits for a
+#: line on stdin to start.
 _LOOP = """
 import sys, time
+print("up", flush=True)
 sys.stdin.readline()
 t = time.perf_counter()
 s = 0
@@ -260,7 +262,9 @@ def machine_scaling() -> float:
     def together(count: int) -> float:
         procs = [subprocess.Popen([sys.executable, "-c", _LOOP], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True) for _ in range(count)]  # fmt: skip
-        time.sleep(0.2)  # every interpreter started and waiting
+        for proc in procs:  # every interpreter started and waiting
+            assert proc.stdout is not None
+            proc.stdout.readline()
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write("go\n")

@@ -126,9 +126,7 @@ def _worker(
 
 @contextlib.contextmanager
 def _kernels(spares: bool, zygote: ZygoteLink | None) -> Iterator[SpareKernels | None]:
-    if not spares:
-        if zygote is not None:
-            zygote.channel.close()
+    if not spares:  # (no zygote then: the pool starts one only for spare kernels)
         yield None
         return
     with spare_kernels(zygote) as kernels:
